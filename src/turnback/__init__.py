@@ -1,0 +1,88 @@
+"""turnback: a safe way back from an AI agent's file changes.
+
+The public surface. Front ends (CLI, hooks, MCP) import only from here::
+
+    import turnback
+
+    with turnback.open() as engine:               # TURNBACK_HOME / TURNBACK_KEY, or the defaults
+        session = engine.new_session("/path/to/project", title="fix the parser")
+        engine.begin_turn(session.id, "rename the flag")
+        engine.edit(session.id, "src/cli.py", "--verbose", "--debug")
+        engine.end_turn(session.id)
+        plan = engine.plan_undo(session.id)       # rows: restore / trash / skip / ...
+        engine.apply(plan)                        # compare-and-swap, trash first, resumable
+"""
+
+from __future__ import annotations
+
+from turnback.engine import CallHandle, Engine
+from turnback.errors import (
+    BlobCorruptError,
+    BusyError,
+    KeyUnavailableError,
+    NothingToDoError,
+    RefusedError,
+    SchemaTooNewError,
+    StoreError,
+    TurnbackError,
+    UnsafePathError,
+    UsageError,
+)
+from turnback.model import (
+    Call,
+    Change,
+    FileState,
+    OpResult,
+    Plan,
+    PlanRow,
+    Project,
+    Session,
+    Turn,
+    TurnSummary,
+    short_id,
+)
+from turnback.store.home import default_home, env_key_secret, env_session, keyring_allowed
+
+__version__ = "0.1.0"
+
+
+def open(home: str | None = None) -> Engine:
+    """Open the store in *home*, else ``TURNBACK_HOME``, else the user's data folder.
+
+    The key comes from ``TURNBACK_KEY`` when it is set, else the store's key
+    file or the OS keyring (``TURNBACK_NO_KEYRING=1`` leaves the keyring out).
+    """
+    return Engine.open(home or default_home(), key_secret=env_key_secret(), try_keyring=keyring_allowed())
+
+
+__all__ = [
+    "BlobCorruptError",
+    "BusyError",
+    "Call",
+    "CallHandle",
+    "Change",
+    "Engine",
+    "FileState",
+    "KeyUnavailableError",
+    "NothingToDoError",
+    "OpResult",
+    "Plan",
+    "PlanRow",
+    "Project",
+    "RefusedError",
+    "SchemaTooNewError",
+    "Session",
+    "StoreError",
+    "Turn",
+    "TurnSummary",
+    "TurnbackError",
+    "UnsafePathError",
+    "UsageError",
+    "__version__",
+    "default_home",
+    "env_key_secret",
+    "env_session",
+    "keyring_allowed",
+    "open",
+    "short_id",
+]

@@ -1,0 +1,3 @@
+from turnback.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,161 @@
+"""What every command module shares: the context, output, options, confirmation, take-back flow."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from functools import cached_property
+from typing import IO, Any, BinaryIO, TypeAlias
+
+import turnback
+from turnback import Engine, Plan, Session
+from turnback.render import data, text
+
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+class Output:
+    """Human lines on stdout, or (with ``--json``) one JSON object; errors and prompts on stderr."""
+
+    def __init__(self, *, json_mode: bool, stdout: IO[str] | None = None, stderr: IO[str] | None = None):
+        self.json_mode = json_mode
+        self.stdout = stdout or sys.stdout
+        self.stderr = stderr or sys.stderr
+
+    def line(self, text_line: str = "") -> None:
+        if not self.json_mode:
+            print(text_line, file=self.stdout)
+
+    def lines(self, text_lines: list[str]) -> None:
+        for text_line in text_lines:
+            self.line(text_line)
+
+    def note(self, text_line: str) -> None:
+        """A line for the user that must not mix into data on stdout (always stderr)."""
+        print(text_line, file=self.stderr)
+
+    def json(self, payload: dict[str, Any]) -> None:
+        if self.json_mode:
+            print(json.dumps({"schema": 1, **payload}, ensure_ascii=False), file=self.stdout)
+
+    def flush(self) -> None:
+        self.stdout.flush()
+        self.stderr.flush()
+
+
+class Context:
+    """One command's world: its arguments, output, working folder and (opened on first use) the engine."""
+
+    def __init__(self, args: argparse.Namespace, out: Output, *, stdin: BinaryIO | None = None):
+        self.args = args
+        self.out = out
+        self.cwd = os.getcwd()
+        self.stdin = stdin or sys.stdin.buffer
+
+    @property
+    def home(self) -> str:
+        store = getattr(self.args, "store", None)
+        return os.path.abspath(store) if store else turnback.default_home()
+
+    @cached_property
+    def engine(self) -> Engine:
+        return Engine.open(self.home, key_secret=turnback.env_key_secret(), try_keyring=turnback.keyring_allowed())
+
+    def close(self) -> None:
+        if "engine" in self.__dict__:
+            self.engine.close()
+
+    def session(self) -> Session:
+        """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd."""
+        return self.engine.find_session(getattr(self.args, "session", None) or turnback.env_session(), self.cwd)
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every verb takes, before or after its name."""
+    parent = argparse.ArgumentParser(add_help=False)
+    parent.add_argument(
+        "--store",
+        metavar="DIR",
+        default=argparse.SUPPRESS,
+        help="the store folder (default: TURNBACK_HOME or the data dir)",
+    )
+    parent.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object on stdout"
+    )
+    return parent
+
+
+def add_session_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--session",
+        metavar="S",
+        help="session id or unique prefix (default: TURNBACK_SESSION, else the latest session of this project)",
+    )
+
+
+def add_confirm_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--yes", "-y", action="store_true", help="apply without asking")
+    group.add_argument("--dry-run", action="store_true", help="only show what would be done")
+
+
+def confirm(out: Output, prompt: str, *, yes: bool) -> bool:
+    """``--yes``, or a ``y`` typed at the prompt on a terminal; anything else is no."""
+    if yes:
+        return True
+    if not sys.stdin.isatty():
+        return False
+    stream = out.stderr if out.json_mode else out.stdout
+    print(prompt, file=stream, end=" ", flush=True)
+    try:
+        answer = sys.stdin.readline()
+    except KeyboardInterrupt:
+        return False
+    return answer.strip().lower() in ("y", "yes")
+
+
+def show_call(ctx: Context, call: turnback.Call) -> int:
+    """What a file-tool verb prints: the call's diff (``render.diff_lines`` lines) or its JSON."""
+    engine = ctx.engine
+    number = engine.turn_of(call).number
+    ctx.out.lines(text.call_lines(call, number, engine.load, engine.config.diff_lines))
+    ctx.out.json({"call": data.call_data(call)})
+    return 0
+
+
+def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
+    """Show *plan*, then apply it when confirmed: the shared flow of undo and revert."""
+    out, engine = ctx.out, ctx.engine
+    if plan.status == "applying":
+        out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
+    out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines))
+    if dry_run:
+        out.json(data.plan_data(plan, applied=False))
+        return 0
+    if plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
+        out.line(text.force_only_line(plan))
+        out.json(data.plan_data(plan, applied=False))
+        return 1
+    if not confirm(out, f"{plan.kind}? y = yes, n = no", yes=yes):
+        out.note("nothing changed: confirm at the prompt, or run again with --yes to apply (--dry-run only previews)")
+        out.json(data.plan_data(plan, applied=False))
+        return 1
+    result = engine.apply(plan)
+    out.lines(text.result_lines(result))
+    out.json(data.result_data(result))
+    return 0 if result.changed else 1
+
+
+__all__ = [
+    "Context",
+    "Output",
+    "Subparsers",
+    "add_confirm_options",
+    "add_session_option",
+    "common_options",
+    "confirm",
+    "show_call",
+    "take_back",
+]

@@ -1,0 +1,35 @@
+"""``turnback sessions [--project DIR]``: list sessions, most recently active first."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from turnback import short_id
+from turnback.cli import _common
+from turnback.render import data
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("sessions", parents=[common], help="list sessions, most recently active first")
+    parser.add_argument("--project", metavar="DIR", help="only the sessions of this project")
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    engine = ctx.engine
+    sessions = engine.sessions(args.project)
+    items = []
+    for session in sessions:
+        project = engine.project_of(session)
+        turns = engine.log(session.id)
+        active = datetime.datetime.fromtimestamp(session.active_at / 1e9).strftime("%Y-%m-%d %H:%M")
+        marks = "  (incognito)" if session.incognito else ""
+        title = f"  {session.title}" if session.title else ""
+        ctx.out.line(f"{short_id(session.id)}  {active}  {len(turns):>3} turns  {project.root}{title}{marks}")
+        item = data.session_data(session, project)
+        item["turns"] = len(turns)
+        items.append(item)
+    if not sessions:
+        ctx.out.line("no sessions yet: start one with turnback session new --project DIR")
+    ctx.out.json({"sessions": items})
+    return 0

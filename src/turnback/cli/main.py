@@ -1,0 +1,143 @@
+"""``turnback``: the command line. Builds the parser from one module per verb and runs it
+inside the one error boundary that maps errors to exit codes.
+
+Exit codes: 0 done, 1 refused or nothing done, 2 usage, 3 busy, 70 unexpected
+error (logged to ``turnback.log`` in the store), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Sequence
+from types import ModuleType
+from typing import BinaryIO
+
+import turnback
+from turnback.cli import _common
+from turnback.cli.commands import (
+    call,
+    demo,
+    edit,
+    init,
+    log,
+    mkdir,
+    mv,
+    revert,
+    rm,
+    session,
+    sessions,
+    show,
+    turn,
+    undo,
+    write,
+)
+
+COMMANDS: dict[str, ModuleType] = {
+    "init": init,
+    "session": session,
+    "sessions": sessions,
+    "turn": turn,
+    "write": write,
+    "edit": edit,
+    "rm": rm,
+    "mv": mv,
+    "mkdir": mkdir,
+    "call": call,
+    "log": log,
+    "show": show,
+    "undo": undo,
+    "revert": revert,
+    "demo": demo,
+}
+
+EXIT_UNEXPECTED = 70
+EXIT_INTERRUPTED = 130
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common.common_options()
+    parser = argparse.ArgumentParser(
+        prog="turnback",
+        description="A safe way back from an AI agent's file changes: see what each call and turn changed, "
+        "revert a call, undo a turn, without losing work done since.",
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"turnback {turnback.__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        module.add_parser(sub, common)
+    return parser
+
+
+def _log_unexpected(home: str | None) -> str | None:
+    """Append versions and the traceback to the store's log; the log's path, or None if it cannot be written."""
+    if not home or not os.path.isdir(home):
+        return None
+    path = os.path.join(home, "turnback.log")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log_file:
+            log_file.write(
+                f"--- {datetime.datetime.now().isoformat()} turnback {turnback.__version__} "
+                f"python {platform.python_version()} {platform.platform()}\n"
+            )
+            log_file.write(traceback.format_exc())
+    except OSError:
+        return None
+    return path
+
+
+def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
+    out.note(f"turnback: {error}")
+    out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": error.exit_code}})
+    return error.exit_code
+
+
+def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.command:
+        parser.print_help()
+        return 2
+    out = _common.Output(json_mode=getattr(args, "json", False))
+    ctx = _common.Context(args, out, stdin=stdin)
+    module = COMMANDS[args.command]
+    try:
+        code = int(module.run(ctx, args))
+    except turnback.TurnbackError as error:
+        code = _report(out, error)
+    except KeyboardInterrupt:
+        out.note("turnback: interrupted; an undo that was applying goes on at the next undo")
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = 0  # the reader (a pager, head) closed the pipe: nothing went wrong here
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+    except Exception:
+        home = None
+        try:
+            home = ctx.home
+        except Exception:
+            pass
+        logged = _log_unexpected(home)
+        where = f"; see {logged}" if logged else ""
+        if not logged:
+            traceback.print_exc()
+        out.note(f"turnback: unexpected error{where}")
+        out.json({"error": {"type": "unexpected", "message": "unexpected error", "exit": EXIT_UNEXPECTED}})
+        code = EXIT_UNEXPECTED
+    finally:
+        ctx.close()
+    out.flush()
+    return code
+
+
+__all__ = ["COMMANDS", "build_parser", "main"]

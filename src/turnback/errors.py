@@ -1,0 +1,85 @@
+"""The error tree of turnback.
+
+Every error a user can meet is a :class:`TurnbackError` whose ``str()`` is one
+sentence meant for the user and whose ``exit_code`` is what the CLI exits with::
+
+    TurnbackError
+      UsageError          2  unknown id, bad path, conflicting options
+      RefusedError        1  no confirmation, stack rule, stale head, refused edit
+        NothingToDoError  1  nothing to undo or revert
+      BusyError           3  a turn, undo or command runs; names what runs
+      StoreError          1  the store cannot be opened or read
+        KeyUnavailableError  the key is missing, unsafe or wrong
+        BlobCorruptError     a stored copy does not decrypt or match its id
+        SchemaTooNewError    the store was written by a newer turnback
+      UnsafePathError     1  symlink in the way, outside the project, permission denied
+
+Outcomes for a single file during an undo or revert are not errors: they are
+plan rows (``skip`` with a reason).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class TurnbackError(Exception):
+    """Base of every error turnback reports to a user."""
+
+    exit_code: ClassVar[int] = 1
+
+
+class UsageError(TurnbackError, ValueError):
+    """The caller asked for something that cannot be: unknown id, bad path, bad option."""
+
+    exit_code = 2
+
+
+class RefusedError(TurnbackError):
+    """turnback understood the request and declines it; nothing was changed."""
+
+    exit_code = 1
+
+
+class NothingToDoError(RefusedError):
+    """There is nothing to undo, revert or apply."""
+
+
+class BusyError(TurnbackError):
+    """Something runs in the session (a turn, an undo, a command); the message names it."""
+
+    exit_code = 3
+
+
+class StoreError(TurnbackError):
+    """The store cannot be opened, read or written."""
+
+
+class KeyUnavailableError(StoreError):
+    """The store key is missing, stored unsafely, or does not open this store."""
+
+
+class BlobCorruptError(StoreError):
+    """A stored copy does not decrypt, or does not match its keyed hash."""
+
+
+class SchemaTooNewError(StoreError):
+    """The store was written by a newer turnback than this one."""
+
+
+class UnsafePathError(TurnbackError):
+    """A path leaves the project, passes through a symbolic link, or cannot be accessed."""
+
+
+__all__ = [
+    "BlobCorruptError",
+    "BusyError",
+    "KeyUnavailableError",
+    "NothingToDoError",
+    "RefusedError",
+    "SchemaTooNewError",
+    "StoreError",
+    "TurnbackError",
+    "UnsafePathError",
+    "UsageError",
+]

@@ -1,0 +1,335 @@
+"""The values turnback works with: projects, sessions, turns, calls, changes, plans.
+
+All values are frozen; the store builds them and the engine hands them to
+front ends. Ids are sortable strings (UUIDv7 layout, 32 lower-case hex
+digits: 48 bits of milliseconds, then random bits), so a unique prefix names
+one and an id made later sorts after one made earlier.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal, NewType
+
+from turnback.paths import RelPath
+
+ProjectId = NewType("ProjectId", str)
+SessionId = NewType("SessionId", str)
+TurnId = NewType("TurnId", str)
+CallId = NewType("CallId", str)
+OpId = NewType("OpId", str)
+BlobId = NewType("BlobId", bytes)
+
+SHORT_ID_LEN = 16
+"""Hex digits shown for an id: the millisecond stamp and 16 random bits."""
+
+
+class IdSource:
+    """Makes sortable ids. Inject one with a fixed clock and seed for repeatable tests."""
+
+    def __init__(self, clock_ms: Callable[[], int] | None = None, randbits: Callable[[int], int] | None = None):
+        self._clock_ms = clock_ms or (lambda: time.time_ns() // 1_000_000)
+        self._randbits = randbits or (lambda n: int.from_bytes(os.urandom((n + 7) // 8), "big") >> (-n % 8))
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._counter = 0
+
+    def new(self) -> str:
+        with self._lock:
+            now = self._clock_ms()
+            if now > self._last_ms:
+                self._last_ms = now
+                self._counter = self._randbits(11)
+            else:
+                # Same millisecond, or the clock stepped back: keep this process's ids increasing.
+                self._counter += 1
+                if self._counter > 0xFFF:
+                    self._last_ms += 1
+                    self._counter = 0
+            ms, counter = self._last_ms, self._counter
+        value = (ms & ((1 << 48) - 1)) << 80
+        value |= 0x7 << 76  # version 7
+        value |= counter << 64
+        value |= 0b10 << 62  # RFC 4122 variant
+        value |= self._randbits(62)
+        return f"{value:032x}"
+
+
+def short_id(full_id: str) -> str:
+    """The prefix of an id that output shows and the CLI accepts."""
+    return full_id[:SHORT_ID_LEN]
+
+
+StateKind = Literal["absent", "file", "symlink", "dir", "special"]
+"""``special``: a FIFO, socket or device, which turnback never reads, writes or restores."""
+
+PERMISSION_BITS = 0o777
+SPECIAL_BITS = 0o7000  # setuid, setgid, sticky
+
+
+@dataclass(frozen=True, slots=True)
+class FileState:
+    """What one path holds: nothing, a file (content id, size, mode), a symlink (target) or a folder."""
+
+    kind: StateKind
+    blob: BlobId | None = None
+    size: int | None = None
+    mode: int | None = None
+    target: str | None = None
+
+    def same_as(self, other: FileState | None) -> bool:
+        """Whether *other* holds the same thing, as compare-and-swap decides it.
+
+        Files compare by content id and permission bits, links by target,
+        folders by being folders (their entries are other paths).
+        """
+        if other is None or other.kind != self.kind:
+            return False
+        if self.kind == "file":
+            return self.blob == other.blob and (self.mode or 0) & 0o7777 == (other.mode or 0) & 0o7777
+        if self.kind == "symlink":
+            return self.target == other.target
+        return self.kind != "special"
+
+    @property
+    def exists(self) -> bool:
+        return self.kind != "absent"
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return "a file"
+        if self.kind == "symlink":
+            return "a symbolic link"
+        if self.kind == "dir":
+            return "a folder"
+        if self.kind == "special":
+            return "a FIFO, socket or device"
+        return "nothing"
+
+
+ABSENT = FileState("absent")
+
+ChangeKind = Literal["new", "modified", "deleted", "moved", "mode"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One path changed by one call: the state before, the state after, and flags."""
+
+    id: int
+    call_id: CallId
+    seq: int
+    path: RelPath
+    before: FileState
+    after: FileState | None  # None: the call never reported what it wrote
+    partial: bool = False
+    evicted: bool = False
+    reverted: bool = False
+
+    @property
+    def kind(self) -> ChangeKind:
+        return change_kind(self.before, self.after)
+
+
+def change_kind(before: FileState, after: FileState | None) -> ChangeKind:
+    """How a path changed: ``new``, ``deleted``, ``mode`` (permission bits only) or ``modified``."""
+    if not before.exists:
+        return "new"
+    if after is None:
+        return "modified"
+    if not after.exists:
+        return "deleted"
+    if before.kind == after.kind == "file" and before.blob == after.blob and before.mode != after.mode:
+        return "mode"
+    return "modified"
+
+
+CallStatus = Literal["running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    id: CallId
+    turn_id: TurnId
+    session_id: SessionId
+    tool: str
+    input: str | None
+    status: CallStatus
+    started_at: int
+    ended_at: int | None
+    error: str | None = None
+    changes: tuple[Change, ...] = ()
+
+    @property
+    def cut_short(self) -> bool:
+        """The call's completion was never recorded: its writes may be cut short."""
+        return self.status == "running" or any(c.partial for c in self.changes)
+
+
+TurnStatus = Literal["running", "ended", "interrupted"]
+UndoState = Literal["no", "yes", "partly"]
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    id: TurnId
+    session_id: SessionId
+    number: int
+    parent: TurnId | None
+    message: str | None
+    status: TurnStatus
+    undone: UndoState
+    started_at: int
+    ended_at: int | None
+    holder_pid: int | None = None
+    calls: tuple[Call, ...] = ()
+
+    @property
+    def changes(self) -> tuple[Change, ...]:
+        return tuple(change for call in self.calls for change in call.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    id: ProjectId
+    root: str
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    id: SessionId
+    project_id: ProjectId
+    actor: str | None
+    title: str | None
+    incognito: bool
+    head: TurnId | None
+    created_at: int
+    active_at: int
+
+
+RowAction = Literal["restore", "trash", "skip", "not covered", "ref", "mark"]
+RowStatus = Literal["pending", "done", "skipped", "failed"]
+OpKind = Literal["undo", "revert"]
+OpStatus = Literal["planned", "applying", "done"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanRow:
+    """One step of a plan: what a path holds now (``expect``), what it will hold (``target``), why.
+
+    ``conflict`` marks a path that holds something other than what the
+    turn or call wrote; ``force_only`` a conflict skipped, that ``--force``
+    (``--anyway`` for a revert) would turn into a restore. ``change_ids`` are the changes the row
+    takes back; applying the row marks them reverted.
+    """
+
+    seq: int
+    action: RowAction
+    path: RelPath
+    reason: str | None = None
+    expect: FileState | None = None
+    target: FileState | None = None
+    change_ids: tuple[int, ...] = ()
+    turn_id: TurnId | None = None
+    force_only: bool = False
+    conflict: bool = False
+    warnings: tuple[str, ...] = ()
+    trash_name: str | None = None
+    status: RowStatus = "pending"
+    note: str | None = None
+
+    @property
+    def acts(self) -> bool:
+        """Whether applying the row changes the store's record (restore, trash or mark)."""
+        return self.action in ("restore", "trash", "mark")
+
+
+@dataclass(frozen=True, slots=True)
+class PlanSection:
+    """A header line of a plan (``undo turn ID: message``) and the turn it stands for."""
+
+    turn_id: TurnId | None
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    id: OpId
+    kind: OpKind
+    session_id: SessionId
+    project_id: ProjectId
+    rows: tuple[PlanRow, ...]
+    sections: tuple[PlanSection, ...] = ()
+    turn_ids: tuple[TurnId, ...] = ()
+    call_id: CallId | None = None
+    force: bool = False
+    status: OpStatus = "planned"
+    created_at: int = 0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def force_only_rows(self) -> tuple[PlanRow, ...]:
+        return tuple(row for row in self.rows if row.force_only)
+
+    @property
+    def acting_rows(self) -> tuple[PlanRow, ...]:
+        return tuple(row for row in self.rows if row.acts)
+
+
+@dataclass(frozen=True, slots=True)
+class OpResult:
+    """What applying a plan did, row by row."""
+
+    plan: Plan
+    trash_dir: str | None
+    resumed: bool = False
+
+    def count(self, action: RowAction, status: RowStatus = "done") -> int:
+        return sum(1 for row in self.plan.rows if row.action == action and row.status == status)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the operation changed a file or marked one reverted."""
+        return any(row.status == "done" for row in self.plan.rows)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSummary:
+    files: int
+    added: int
+    removed: int
+    line: str
+
+
+__all__ = [
+    "ABSENT",
+    "PERMISSION_BITS",
+    "SHORT_ID_LEN",
+    "SPECIAL_BITS",
+    "BlobId",
+    "Call",
+    "CallId",
+    "Change",
+    "ChangeKind",
+    "FileState",
+    "IdSource",
+    "OpId",
+    "OpResult",
+    "Plan",
+    "PlanRow",
+    "PlanSection",
+    "Project",
+    "ProjectId",
+    "RowAction",
+    "Session",
+    "SessionId",
+    "Turn",
+    "TurnId",
+    "TurnSummary",
+    "change_kind",
+    "short_id",
+]

@@ -1,0 +1,196 @@
+"""Applying a plan: row by row, compare-and-swap, trash first, journaled, resumable.
+
+The operation is marked ``applying`` (fsynced by SQLite) before the first
+file is touched. For each pending row, under the session's apply lock:
+
+1. read what the path holds now; if it already holds the row's target
+   (a resumed run that got this far), mark the row done;
+2. if it holds anything but what the plan saw, skip the row;
+3. copy what is there to the operation's trash folder (temp, fsync, rename),
+   checking the copied bytes are the ones the plan saw;
+4. put the target in place atomically, or remove the path;
+5. mark the row done, and its changes reverted, in one short transaction.
+
+A run killed anywhere in between is finished by the next run: step 1 makes
+steps 3-4 happen at most once per row, and step 3 writes the same trash
+name again, so each displaced file is in the trash exactly once.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterator
+
+from turnback.capture.states import probe_state
+from turnback.errors import BlobCorruptError, NothingToDoError, TurnbackError, UnsafePathError
+from turnback.fsio import Tree, ensure_private_dir
+from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId
+from turnback.ops.busy import refuse_if_busy, session_apply_lock
+from turnback.paths import RelPath, parent_paths
+from turnback.store import Store
+
+CHANGED_SINCE_PREVIEW = "changed since the preview; nothing was done to it (plan again to see it)"
+NOT_EMPTY = "the folder is not empty: it holds files the agent did not make; left as it is"
+NO_SUDO = "permission denied; turnback never uses sudo: restore it yourself, e.g. from the trash"
+
+
+def trash_folder_name(plan: Plan) -> str:
+    return f"{plan.kind[0]}-{plan.id}"
+
+
+class _Applier:
+    def __init__(self, store: Store, tree: Tree, plan: Plan):
+        self.store = store
+        self.tree = tree
+        self.plan = plan
+        ensure_private_dir(store.trash_root)
+        self.trash_dir = os.path.join(store.trash_root, trash_folder_name(plan))
+        self._trash: Tree | None = None
+        self.touched_folders: set[str] = set()
+
+    @property
+    def trash(self) -> Tree:
+        if self._trash is None:
+            ensure_private_dir(self.trash_dir)
+            self._trash = Tree(self.trash_dir)
+        return self._trash
+
+    def _to_trash(self, row: PlanRow, current: FileState) -> bool:
+        """Copy what *row.path* holds into the trash; False when it is not what the plan saw."""
+        name = RelPath(row.trash_name or row.path)
+        if current.kind == "symlink":
+            assert current.target is not None
+            self.trash.symlink_atomic(name, current.target, create_parents=True)
+            return True
+        hasher = self.store.crypto.content_hasher()
+
+        def copied() -> Iterator[bytes]:
+            for chunk in self.tree.iter_chunks(row.path):
+                hasher.update(chunk)
+                yield chunk
+
+        self.trash.write_atomic(name, copied(), (current.mode or 0o600) & PERMISSION_BITS, create_parents=True)
+        if hasher.digest() != current.blob:
+            self.trash.unlink(name)
+            return False
+        return True
+
+    def _put_target(self, row: PlanRow, current: FileState) -> None:
+        target = row.target
+        assert target is not None
+        path = row.path
+        if not target.exists:
+            if current.kind == "dir":
+                self.tree.rmdir(path)
+            else:
+                self.tree.unlink(path)
+            return
+        if current.kind == "dir" and target.kind != "dir":
+            self.tree.rmdir(path)
+        if target.kind == "file":
+            assert target.blob is not None
+            mode = (target.mode if target.mode is not None else 0o644) & PERMISSION_BITS
+            self.tree.write_atomic(path, self.store.blobs.iter_content(target.blob), mode, create_parents=True)
+        elif target.kind == "symlink":
+            assert target.target is not None
+            self.tree.symlink_atomic(path, target.target, create_parents=True)
+        elif target.kind == "dir":
+            if current.kind in ("file", "symlink"):
+                self.tree.unlink(path)
+            if current.kind != "dir":
+                self.tree.mkdir(path, target.mode if target.mode is not None else 0o755, create_parents=True)
+
+    def remove_temp_files(self) -> None:
+        """Remove temp files that an interrupted run left beside the rows' paths and in the trash."""
+        for folder in self.touched_folders:
+            try:
+                self.tree.remove_temp_files(RelPath(folder) if folder else None)
+            except TurnbackError:
+                pass  # a folder that became a link or vanished holds no temp file of ours
+        if os.path.isdir(self.trash_dir):
+            for folder, _, _ in os.walk(self.trash_dir):
+                relative = os.path.relpath(folder, self.trash_dir)
+                self.trash.remove_temp_files(None if relative == "." else RelPath(relative))
+
+    def apply_row(self, row: PlanRow) -> tuple[RowStatus, str | None]:
+        if row.action == "mark":
+            return "done", row.reason
+        if row.action not in ("restore", "trash"):
+            return "skipped", row.reason
+        assert row.target is not None and row.expect is not None
+        try:
+            current = probe_state(self.tree, row.path, self.store)
+            if current.same_as(row.target):
+                return "done", None
+            if not current.same_as(row.expect):
+                return "skipped", CHANGED_SINCE_PREVIEW
+            if current.kind in ("file", "symlink") and not self._to_trash(row, current):
+                return "skipped", CHANGED_SINCE_PREVIEW
+            self.touched_folders.update(parent_paths(row.path) or [""])
+            self._put_target(row, current)
+        except OSError as exc:
+            if exc.errno == errno.ENOTEMPTY:
+                return "skipped", NOT_EMPTY
+            if exc.errno in (errno.EACCES, errno.EPERM):
+                return "failed", NO_SUDO
+            return "failed", f"{exc.strerror or exc}"
+        except UnsafePathError as exc:
+            if "permission denied" in str(exc):
+                return "failed", NO_SUDO
+            return "skipped", str(exc)
+        except BlobCorruptError as exc:
+            return "failed", f"{exc}; the file was left as it is"
+        return "done", "; ".join(row.warnings) or None
+
+
+def _settle_turns(store: Store, plan: Plan) -> None:
+    """Update each turn's undo state; name ``turnback undo N --force`` on the rows a partly undone turn keeps."""
+    numbers: dict[str, int] = {}
+    for turn_id in plan.turn_ids:
+        state = store.refresh_turn_undone(TurnId(turn_id))
+        turn_rows = [row for row in plan.rows if row.turn_id == turn_id]
+        resolved_elsewhere = any(row.status == "skipped" and not row.force_only for row in turn_rows)
+        if state == "no" and resolved_elsewhere and plan.kind == "undo":
+            store.set_turn_undone(TurnId(turn_id), "partly")
+            state = "partly"
+        if state == "partly":
+            numbers[turn_id] = store.turn(TurnId(turn_id)).number
+    for row in plan.rows:
+        if row.force_only and row.status == "skipped" and row.turn_id in numbers and plan.kind == "undo":
+            note = (row.reason or "").replace("--force", f"turnback undo {numbers[row.turn_id]} --force")
+            store.set_row_status(plan.id, row.seq, "skipped", note)
+
+
+def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
+    """Apply *plan* (or finish it, if an earlier run was interrupted) and return what each row did."""
+    with session_apply_lock(store, plan.session_id):
+        plan = store.load_plan(plan.id)  # what the journal says now, under the lock
+        if plan.status == "done":
+            raise NothingToDoError(f"operation {plan.id[:16]} was already applied")
+        resumed = plan.status == "applying"
+        refuse_if_busy(store, plan.session_id)
+        with store.transaction():
+            if not resumed:
+                store.set_op_status(plan.id, "applying", expect="planned")
+        applier = _Applier(store, tree, plan)
+        for row in plan.rows:
+            if row.status != "pending":
+                continue
+            try:
+                status, note = applier.apply_row(row)
+            except TurnbackError as exc:
+                status, note = "failed", str(exc)
+            with store.transaction():
+                store.set_row_status(plan.id, row.seq, status, note)
+                if status == "done":
+                    store.mark_changes_reverted(row.change_ids)
+        applier.remove_temp_files()
+        with store.transaction():
+            _settle_turns(store, store.load_plan(plan.id))
+            store.set_op_status(plan.id, "done")
+    trash = applier.trash_dir if os.path.isdir(applier.trash_dir) else None
+    return OpResult(store.load_plan(plan.id), trash, resumed=resumed)
+
+
+__all__ = ["CHANGED_SINCE_PREVIEW", "apply_plan", "trash_folder_name"]

@@ -1,0 +1,345 @@
+"""Planning: what an undo or a revert would do, row by row, without changing anything.
+
+Rows are made change by change, newest first, against a running picture of
+what each path will hold once the rows before it are applied; so a path
+that a user changed after the agent stops the rows below it, and the rows
+of one path that chain (each restores what the next expects) become one.
+Each row keeps what the path held when planned (``expect``): applying a
+row whose path holds anything else is refused (compare-and-swap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from turnback.capture.states import capture_state, probe_state
+from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
+from turnback.fsio import Tree
+from turnback.model import (
+    SPECIAL_BITS,
+    Call,
+    Change,
+    FileState,
+    OpId,
+    Plan,
+    PlanRow,
+    PlanSection,
+    Project,
+    RowAction,
+    Session,
+    Turn,
+    short_id,
+)
+from turnback.paths import RelPath
+from turnback.store import Store
+
+UNDO_CONFLICT = "changed after the turn; --force overwrites it"
+CUT_SHORT_UNDO = "the call may be cut short, so what it wrote is unknown; --force overwrites it"
+CUT_SHORT_REVERT = "the call may be cut short, so what it wrote is unknown; --anyway restores the earlier content"
+LINK_IN_PLACE = "a symbolic link is in its place; the link and the file it points to are left alone"
+SPECIAL_IN_PLACE = "a FIFO, socket or device is in its place; it is left alone"
+EVICTED = "copy dropped by the size cap"
+COPY_MISSING = "the earlier copy is missing from the store"
+
+
+@dataclass(slots=True)
+class _Row:
+    path: RelPath
+    action: RowAction
+    expect: FileState | None
+    target: FileState | None
+    change_ids: list[int]
+    turn_id: str | None
+    reason: str | None = None
+    force_only: bool = False
+    conflict: bool = False
+
+
+class _Picture:
+    """What each path holds now, and will hold as rows are applied in order."""
+
+    def __init__(self, store: Store, tree: Tree):
+        self._store = store
+        self._tree = tree
+        self._states: dict[RelPath, FileState | TurnbackError] = {}
+
+    def get(self, path: RelPath) -> FileState | TurnbackError:
+        if path not in self._states:
+            try:
+                self._states[path] = probe_state(self._tree, path, self._store)
+            except TurnbackError as exc:
+                self._states[path] = exc
+        return self._states[path]
+
+    def seen_with_content(self, path: RelPath) -> FileState:
+        """The current state of *path* with its content stored, so a conflict's diff can be shown later."""
+        with self._store.transaction():
+            return capture_state(self._tree, path, self._store)
+
+    def set(self, path: RelPath, state: FileState) -> None:
+        self._states[path] = state
+
+
+def _copy_available(store: Store, change: Change) -> str | None:
+    if change.evicted:
+        return EVICTED
+    if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):
+        return COPY_MISSING
+    return None
+
+
+def _acting(target: FileState, current: FileState) -> RowAction:
+    if current.same_as(target):
+        return "mark"
+    return "trash" if not target.exists else "restore"
+
+
+def _row_for_change(
+    picture: _Picture,
+    store: Store,
+    change: Change,
+    turn_id: str | None,
+    *,
+    conflict_reason: Callable[[Change], str],
+    cut_short_reason: str,
+    overwrite: bool,
+) -> _Row:
+    path, target = change.path, change.before
+    missing = _copy_available(store, change)
+    if missing:
+        return _Row(path, "not covered", None, None, [change.id], turn_id, missing)
+    current = picture.get(path)
+    if isinstance(current, TurnbackError):
+        return _Row(path, "skip", None, None, [change.id], turn_id, str(current))
+    if current.same_as(target):
+        return _Row(path, "mark", current, target, [change.id], turn_id, "already holds the earlier content")
+    if change.after is not None and current.same_as(change.after):
+        picture.set(path, target)
+        return _Row(path, _acting(target, current), current, target, [change.id], turn_id)
+    if current.kind == "special":
+        return _Row(path, "skip", current, None, [change.id], turn_id, SPECIAL_IN_PLACE)
+    if not target.exists and current.kind == "symlink" and (change.after is None or change.after.kind != "symlink"):
+        return _Row(path, "skip", current, None, [change.id], turn_id, LINK_IN_PLACE)
+    reason = cut_short_reason if change.after is None else conflict_reason(change)
+    seen = picture.seen_with_content(path) if current.kind == "file" else current
+    if overwrite:
+        picture.set(path, target)
+        overwritten = reason.split(";")[0] + "; what it holds now goes to the trash"
+        return _Row(path, _acting(target, seen), seen, target, [change.id], turn_id, overwritten, conflict=True)
+    return _Row(path, "skip", seen, target, [change.id], turn_id, reason, force_only=True, conflict=True)
+
+
+def _merge_chains(rows: list[_Row]) -> list[_Row]:
+    """Join rows of one path that follow each other (each acting); the joined row takes the later place.
+
+    The later place is the safe one: a folder is removed only after the rows
+    that empty it, and a restore makes missing folders itself.
+    """
+    merged: list[_Row | None] = list(rows)
+    last_acting: dict[RelPath, int] = {}
+    for index, row in enumerate(rows):
+        previous = last_acting.get(row.path)
+        if row.action in ("restore", "trash", "mark") and previous is not None:
+            first = merged[previous]
+            assert first is not None and first.expect is not None and row.target is not None
+            merged[previous] = None
+            merged[index] = _Row(
+                row.path,
+                _acting(row.target, first.expect),
+                first.expect,
+                row.target,
+                first.change_ids + row.change_ids,
+                first.turn_id,
+                first.reason or row.reason,
+                conflict=first.conflict or row.conflict,
+            )
+            last_acting[row.path] = index
+        elif row.action in ("restore", "trash", "mark"):
+            last_acting[row.path] = index
+        else:
+            last_acting.pop(row.path, None)
+    return [row for row in merged if row is not None]
+
+
+def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
+    """Number the rows, name each displaced file's place in the trash, and note dropped mode bits."""
+    seen_paths: dict[RelPath, int] = {}
+    finished = []
+    for seq, row in enumerate(rows):
+        trash_name = None
+        if row.action in ("restore", "trash") and row.expect is not None and row.expect.kind in ("file", "symlink"):
+            count = seen_paths.get(row.path, 0) + 1
+            seen_paths[row.path] = count
+            trash_name = row.path if count == 1 else f"{row.path}~{count}"
+        warnings: tuple[str, ...] = ()
+        if row.action == "restore" and row.target is not None and (row.target.mode or 0) & SPECIAL_BITS:
+            warnings = ("its setuid, setgid or sticky bit is not restored",)
+        finished.append(
+            PlanRow(
+                seq=seq,
+                action=row.action,
+                path=row.path,
+                reason=row.reason,
+                expect=row.expect,
+                target=row.target,
+                change_ids=tuple(row.change_ids),
+                turn_id=row.turn_id,  # type: ignore[arg-type]
+                force_only=row.force_only,
+                conflict=row.conflict,
+                warnings=warnings,
+                trash_name=trash_name,
+            )
+        )
+    return tuple(finished)
+
+
+# -- undo ----------------------------------------------------------------------------------
+
+
+def select_undo_turns(turns: Sequence[Turn], *, number: int | None, from_number: int | None, force: bool) -> list[Turn]:
+    """The turns an undo acts on, newest first, by the stack rule.
+
+    No number: the newest turn not undone. ``number``: that turn alone; a
+    newer turn not undone refuses it unless ``force``. ``from_number``: that
+    turn and every later one not yet fully undone.
+    """
+    with_changes = [turn for turn in turns if turn.changes]
+    if number is not None and from_number is not None:
+        raise UsageError("give a turn number or --from, not both")
+    if from_number is not None:
+        if not any(turn.number == from_number for turn in turns):
+            raise UsageError(f"the session has no turn {from_number}")
+        chosen = [t for t in with_changes if t.number >= from_number and t.undone != "yes"]
+        if not chosen:
+            raise NothingToDoError(f"nothing to undo: turn {from_number} and every later turn are undone")
+        return sorted(chosen, key=lambda t: t.number, reverse=True)
+    if number is not None:
+        matches = [turn for turn in turns if turn.number == number]
+        if not matches:
+            raise UsageError(f"the session has no turn {number}")
+        turn = matches[0]
+        if not turn.changes:
+            raise NothingToDoError(f"nothing to undo: turn {number} changed no files")
+        if turn.undone == "yes":
+            raise NothingToDoError(f"nothing to undo: turn {number} is already undone")
+        newer = [t for t in with_changes if t.number > number and t.undone == "no"]
+        if newer and not force:
+            raise RefusedError(
+                f"turn {newer[-1].number} is newer and not undone; undo it first (turnback undo), "
+                f"or add --force to undo turn {number} alone"
+            )
+        return [turn]
+    pending = [turn for turn in with_changes if turn.undone == "no"]
+    if not pending:
+        if not with_changes:
+            raise NothingToDoError("nothing to undo: no turn of this session changed files")
+        raise NothingToDoError("nothing to undo: every turn of this session is undone")
+    return [pending[-1]]
+
+
+def plan_undo(
+    store: Store,
+    tree: Tree,
+    session: Session,
+    project: Project,
+    turns: Sequence[Turn],
+    *,
+    force: bool,
+    title_for: Callable[[Turn], str],
+    op_id: OpId,
+) -> Plan:
+    """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
+    picture = _Picture(store, tree)
+    rows: list[_Row] = []
+    for turn in turns:
+        for call in reversed(turn.calls):
+            for change in reversed(call.changes):
+                if change.reverted:
+                    continue
+                rows.append(
+                    _row_for_change(
+                        picture,
+                        store,
+                        change,
+                        turn.id,
+                        conflict_reason=lambda _change: UNDO_CONFLICT,
+                        cut_short_reason=CUT_SHORT_UNDO,
+                        overwrite=force,
+                    )
+                )
+    return Plan(
+        id=op_id,
+        kind="undo",
+        session_id=session.id,
+        project_id=project.id,
+        rows=_finish_rows(_merge_chains(rows)),
+        sections=tuple(PlanSection(turn.id, f"undo turn {short_id(turn.id)}: {title_for(turn)}") for turn in turns),
+        turn_ids=tuple(turn.id for turn in turns),
+        force=force,
+        created_at=store.now(),
+    )
+
+
+# -- revert --------------------------------------------------------------------------------
+
+
+def plan_revert(
+    store: Store,
+    tree: Tree,
+    session: Session,
+    project: Project,
+    call: Call,
+    turn: Turn,
+    *,
+    anyway: bool,
+    title: str,
+    op_id: OpId,
+) -> Plan:
+    """Plan reverting one call: each path back to its state before the call, if it holds what the call wrote."""
+    changes = [change for change in reversed(call.changes) if not change.reverted]
+    if not changes:
+        if call.changes:
+            raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} is already reverted")
+        raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} changed no files")
+
+    def conflict(change: Change) -> str:
+        later = store.later_calls_on_path(project.id, change.path, call.id)
+        text = "changed since the call"
+        if later:
+            text += f"; call {short_id(later[-1])} wrote it later (revert that first, newest first)"
+        return text + "; --anyway restores the earlier content over it"
+
+    picture = _Picture(store, tree)
+    rows = [
+        _row_for_change(
+            picture,
+            store,
+            change,
+            turn.id,
+            conflict_reason=conflict,
+            cut_short_reason=CUT_SHORT_REVERT,
+            overwrite=anyway,
+        )
+        for change in changes
+    ]
+    return Plan(
+        id=op_id,
+        kind="revert",
+        session_id=session.id,
+        project_id=project.id,
+        rows=_finish_rows(_merge_chains(rows)),
+        sections=(PlanSection(turn.id, f"revert call {short_id(call.id)}: {title}"),),
+        turn_ids=(turn.id,),
+        call_id=call.id,
+        force=anyway,
+        created_at=store.now(),
+    )
+
+
+__all__ = [
+    "UNDO_CONFLICT",
+    "plan_revert",
+    "plan_undo",
+    "select_undo_turns",
+]

@@ -1,0 +1,49 @@
+"""Whether a process that holds a turn or a lock is still alive.
+
+A pid alone can be reused; on Linux the start time from ``/proc/PID/stat``
+tells a new process from the one that was recorded.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses; the fields after it follow the last ')'.
+    return data[data.rfind(b")") + 2 :].split()
+
+
+def process_start(pid: int) -> int | None:
+    """The start time of process *pid* in clock ticks since boot, where the OS tells it."""
+    fields = _stat_fields(pid)
+    try:
+        return int(fields[19]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def process_alive(pid: int, start: int | None) -> bool:
+    """Whether *pid* runs and, when *start* is known, is the same process that was recorded."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass  # it exists, owned by someone else
+    fields = _stat_fields(pid)
+    if fields is None:
+        return True  # no /proc here: the pid is all there is to go by
+    if fields[:1] == [b"Z"]:
+        return False  # a zombie has ended; only its parent has not collected it yet
+    return start is None or process_start(pid) == start
+
+
+__all__ = ["process_alive", "process_start"]

@@ -1,0 +1,109 @@
+"""The JSON shapes every front end returns (the CLI adds ``"schema": 1``).
+
+Paths are POSIX paths relative to the project root; ids are full ids.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from turnback.model import Call, Change, OpResult, Plan, Project, Session, Turn, TurnSummary
+
+
+def change_items(call: Call) -> list[dict[str, Any]]:
+    """``[{"path", "kind"}]`` for a call; a move shows as one ``moved`` item with ``from``."""
+    changes: list[Change] = list(call.changes)
+    items: list[dict[str, Any]] = []
+    source: Change | None = None
+    if call.tool == "move":
+        sources = [c for c in changes if c.before.exists and c.after is not None and not c.after.exists]
+        source = sources[0] if sources else None
+    for change in changes:
+        if source is not None and change is source:
+            continue
+        if (
+            source is not None
+            and change.after is not None
+            and change.after.same_as(source.before)
+            and change.path != source.path
+        ):
+            items.append({"path": change.path, "kind": "moved", "from": source.path})
+            continue
+        items.append({"path": change.path, "kind": change.kind})
+    return items
+
+
+def call_data(call: Call) -> dict[str, Any]:
+    return {
+        "id": call.id,
+        "tool": call.tool,
+        "status": call.status,
+        "cut_short": call.cut_short,
+        "revertible": any(not c.reverted and not c.evicted for c in call.changes),
+        "changes": change_items(call),
+    }
+
+
+def turn_data(turn: Turn) -> dict[str, Any]:
+    return {
+        "id": turn.id,
+        "number": turn.number,
+        "parent": turn.parent,
+        "message": turn.message,
+        "status": turn.status,
+        "undone": {"no": False, "yes": True, "partly": "partly"}[turn.undone],
+        "calls": [call_data(call) for call in turn.calls],
+    }
+
+
+def summary_data(summary: TurnSummary) -> dict[str, Any]:
+    return {"files": summary.files, "added": summary.added, "removed": summary.removed, "line": summary.line}
+
+
+def session_data(session: Session, project: Project | None = None) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "id": session.id,
+        "title": session.title,
+        "incognito": session.incognito,
+        "head": session.head,
+        "active_at": session.active_at,
+    }
+    if project is not None:
+        data["project"] = {"id": project.id, "root": project.root}
+    return data
+
+
+def row_data(row: Any) -> dict[str, Any]:
+    data = {"action": row.action, "path": row.path, "reason": row.reason, "status": row.status}
+    if row.note:
+        data["note"] = row.note
+    if row.warnings:
+        data["warnings"] = list(row.warnings)
+    return data
+
+
+def plan_data(plan: Plan, *, applied: bool, trash: str | None = None) -> dict[str, Any]:
+    return {
+        "plan": {"id": plan.id, "kind": plan.kind, "status": plan.status, "turns": list(plan.turn_ids)},
+        "rows": [row_data(row) for row in plan.rows],
+        "applied": applied,
+        "trash": trash,
+    }
+
+
+def result_data(result: OpResult) -> dict[str, Any]:
+    data = plan_data(result.plan, applied=True, trash=result.trash_dir)
+    data["resumed"] = result.resumed
+    return data
+
+
+__all__ = [
+    "call_data",
+    "change_items",
+    "plan_data",
+    "result_data",
+    "row_data",
+    "session_data",
+    "summary_data",
+    "turn_data",
+]

@@ -1,0 +1,125 @@
+"""Unified diffs and line counts between two versions of a file.
+
+Lines split on ``\\n`` only (a lone ``\\r`` is part of its line, as git sees
+it), a last line without a newline gets ``\\ No newline at end of file``,
+and content that is not UTF-8 text, or holds a NUL, is binary: it is never
+printed, only ``Binary files differ`` with the sizes.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+
+CONTEXT = 3
+MAX_DIFF_BYTES = 8 << 20
+NO_NEWLINE = "\\ No newline at end of file"
+
+
+def is_binary(data: bytes) -> bool:
+    if b"\0" in data[:8192]:
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return False
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their ``\\n`` kept; only ``\\n`` ends a line."""
+    parts = text.split("\n")
+    lines = [part + "\n" for part in parts[:-1]]
+    if parts[-1]:
+        lines.append(parts[-1])
+    return lines
+
+
+def human_size(size: int) -> str:
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit}"
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True, slots=True)
+class FileDiff:
+    """The diff of one path: its hunk lines (no file headers), counts, and whether it is binary."""
+
+    binary: bool
+    lines: tuple[str, ...]
+    added: int
+    removed: int
+    old_size: int
+    new_size: int
+
+    @property
+    def binary_line(self) -> str:
+        return f"Binary files differ ({human_size(self.old_size)} -> {human_size(self.new_size)})"
+
+
+def _range(start: int, length: int) -> str:
+    if length == 1:
+        return str(start + 1)
+    if length == 0:
+        return f"{start},0"
+    return f"{start + 1},{length}"
+
+
+def _emit(prefix: str, line: str, out: list[str]) -> None:
+    if line.endswith("\n"):
+        out.append(prefix + line[:-1])
+    else:
+        out.append(prefix + line)
+        out.append(NO_NEWLINE)
+
+
+def diff_bytes(old: bytes | None, new: bytes | None) -> FileDiff:
+    """The diff from *old* to *new* (``None``: the file does not exist on that side)."""
+    old_data, new_data = old or b"", new or b""
+    if is_binary(old_data) or is_binary(new_data) or len(old_data) > MAX_DIFF_BYTES or len(new_data) > MAX_DIFF_BYTES:
+        return FileDiff(True, (), 0, 0, len(old_data), len(new_data))
+    a = split_lines(old_data.decode("utf-8"))
+    b = split_lines(new_data.decode("utf-8"))
+    out: list[str] = []
+    added = removed = 0
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    for group in matcher.get_grouped_opcodes(CONTEXT):
+        first, last = group[0], group[-1]
+        out.append(f"@@ -{_range(first[1], last[2] - first[1])} +{_range(first[3], last[4] - first[3])} @@")
+        for tag, i1, i2, j1, j2 in group:
+            if tag == "equal":
+                for line in a[i1:i2]:
+                    _emit(" ", line, out)
+                continue
+            for line in a[i1:i2]:
+                _emit("-", line, out)
+                removed += 1
+            for line in b[j1:j2]:
+                _emit("+", line, out)
+                added += 1
+    return FileDiff(False, tuple(out), added, removed, len(old_data), len(new_data))
+
+
+def file_headers(path: str, *, old_exists: bool, new_exists: bool) -> list[str]:
+    return [
+        f"--- a/{path}" if old_exists else "--- /dev/null",
+        f"+++ b/{path}" if new_exists else "+++ /dev/null",
+    ]
+
+
+def clip_lines(lines: list[str], limit: int) -> list[str]:
+    """The first *limit* lines, then ``… N more lines``; a *limit* of 0 shows no diff at all."""
+    if limit == 0:
+        return []
+    if len(lines) <= limit:
+        return lines
+    more = len(lines) - limit
+    return [*lines[:limit], f"… {more} more line{'s' if more != 1 else ''}"]
+
+
+__all__ = ["FileDiff", "clip_lines", "diff_bytes", "file_headers", "human_size", "is_binary", "split_lines"]

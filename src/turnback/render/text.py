@@ -1,0 +1,225 @@
+"""The lines a user reads: plan previews, results, a call's diff, the log.
+
+Functions here take model values and a ``load`` function for content;
+they never read the disk or the store themselves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
+from turnback.render.diff import FileDiff, clip_lines, diff_bytes, file_headers
+from turnback.render.summary import call_title, net_changes
+
+Load = Callable[[BlobId], bytes]
+
+GIT_INDEX_LINE = "your git index is unchanged; git status can show staged changes"
+
+
+def _content(state: FileState | None, load: Load) -> bytes | None:
+    if state is None or state.kind != "file" or state.blob is None:
+        return None
+    return load(state.blob)
+
+
+def state_diff(before: FileState | None, after: FileState | None, load: Load) -> FileDiff:
+    return diff_bytes(_content(before, load), _content(after, load))
+
+
+def _describe(state: FileState | None) -> str:
+    if state is None:
+        return "unknown"
+    if state.kind == "symlink":
+        return f"a link to {state.target}"
+    return state.describe()
+
+
+def change_block(path: str, before: FileState | None, after: FileState | None, load: Load, limit: int) -> list[str]:
+    """The diff of one path from *before* to *after*: headers, then *limit* lines (0: no diff)."""
+    if limit == 0:
+        return []
+    if any(state is not None and state.kind == "dir" for state in (before, after)):
+        return []
+    if any(state is not None and state.kind in ("symlink", "special") for state in (before, after)):
+        return [f"{path}: {_describe(before)} -> {_describe(after)}"]
+    diff = state_diff(before, after, load)
+    if diff.binary:
+        return [diff.binary_line]
+    old_exists = before is not None and before.exists
+    new_exists = after is not None and after.exists
+    if not diff.lines:
+        if before is not None and after is not None and old_exists and new_exists and before.mode != after.mode:
+            return [f"mode {before.mode or 0:o} -> {after.mode or 0:o}"]
+        return []
+    return [
+        *file_headers(path, old_exists=old_exists, new_exists=new_exists),
+        *clip_lines(list(diff.lines), limit),
+    ]
+
+
+def change_label(change: Change, diff: FileDiff | None) -> str:
+    counts = ""
+    if diff is not None and not diff.binary and (diff.added or diff.removed):
+        counts = f" +{diff.added} -{diff.removed}"
+    folder = "/" if (change.after is not None and change.after.kind == "dir") or change.before.kind == "dir" else ""
+    return f"{change.kind} {change.path}{folder}{counts}"
+
+
+def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> list[str]:
+    """``call ID  edit src/a.py  (turn 2)`` and each change's diff."""
+    where = f"  (turn {turn_number})" if turn_number is not None else ""
+    lines = [f"call {short_id(call.id)}  {call_title(call)}{where}"]
+    if call.cut_short:
+        lines.append("this call may be cut short: its completion was never recorded")
+    if call.status == "failed":
+        lines.append(f"the call failed: {call.error}")
+    if any(change.evicted for change in call.changes):
+        lines.append("this change can no longer be reverted: its copy was dropped")
+    for change in call.changes:
+        if change.reverted:
+            lines.append(f"reverted {change.path}")
+            continue
+        lines.append(change_label(change, state_diff(change.before, change.after, load)))
+        lines.extend(change_block(change.path, change.before, change.after, load, limit))
+    return lines
+
+
+def row_line(row: PlanRow, *, with_result: bool = False) -> str:
+    action = row.action
+    text = f"{action:<11} {row.path}"
+    if (row.target is not None and row.target.kind == "dir") or (row.expect is not None and row.expect.kind == "dir"):
+        text += "/"
+    reason = row.note if with_result and row.note else row.reason
+    if reason and (action in ("skip", "not covered", "mark") or with_result or row.conflict):
+        text += f" ({reason})"
+    return text
+
+
+def plan_lines(plan: Plan, load: Load, *, diff_limit: int) -> list[str]:
+    """The preview: a header per turn, then a row per path, then conflict diffs and warnings."""
+    lines: list[str] = []
+    rows_by_turn: dict[str | None, list[PlanRow]] = {}
+    for row in plan.rows:
+        rows_by_turn.setdefault(row.turn_id, []).append(row)
+    for section in plan.sections:
+        lines.append(section.title)
+        lines.extend(row_line(row) for row in rows_by_turn.pop(section.turn_id, []))
+    for rest in rows_by_turn.values():
+        lines.extend(row_line(row) for row in rest)
+    for row in plan.rows:
+        for warning in row.warnings:
+            lines.append(f"warning: {row.path}: {warning}")
+    if plan.kind == "revert":
+        for row in plan.rows:
+            if row.conflict:
+                block = change_block(row.path, row.expect, row.target, load, diff_limit)
+                if block:
+                    lines.append(f"{row.path}: from what it holds now back to what it held before the call:")
+                    lines.extend(block)
+    if any(row.action == "ref" for row in plan.rows):
+        lines.append(GIT_INDEX_LINE)
+    return lines
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' if n != 1 else ''}"
+
+
+def result_lines(result: OpResult) -> list[str]:
+    """``undone: 1 file restored, 1 file moved to TRASH/, 1 ref moved`` and each row that did not go through."""
+    plan = result.plan
+    done = [row for row in plan.rows if row.status == "done"]
+    restored = sum(1 for row in done if row.action == "restore")
+    trashed = sum(1 for row in done if row.action == "trash" and row.expect is not None and row.expect.kind != "dir")
+    folders = sum(1 for row in done if row.action == "trash" and row.expect is not None and row.expect.kind == "dir")
+    marked = sum(1 for row in done if row.action == "mark")
+    refs = sum(1 for row in done if row.action == "ref")
+    parts = []
+    if restored:
+        parts.append(f"{_count(restored, 'file')} restored")
+    if trashed:
+        parts.append(f"{_count(trashed, 'file')} moved to {result.trash_dir}/")
+    if folders:
+        parts.append(f"{_count(folders, 'folder')} removed")
+    if refs:
+        parts.append(f"{_count(refs, 'ref')} moved")
+    if marked:
+        parts.append(f"{marked} already as before")
+    verb = {"undo": "undone", "revert": "reverted"}[plan.kind]
+    lines = []
+    if result.resumed:
+        lines.append(f"finished the interrupted {plan.kind} {short_id(plan.id)}")
+    if parts:
+        line = f"{verb}: " + ", ".join(parts)
+        if result.trash_dir and not trashed:
+            line += f"; what was replaced is in {result.trash_dir}/"
+        lines.append(line)
+    else:
+        lines.append(f"{plan.kind} changed nothing")
+    for row in plan.rows:
+        if row.status in ("skipped", "failed") and row.action not in ("ref",):
+            label = (
+                "failed" if row.status == "failed" else ("not covered" if row.action == "not covered" else "skipped")
+            )
+            lines.append(f"{label:<11} {row.path} ({row.note or row.reason})")
+    return lines
+
+
+def force_only_line(plan: Plan) -> str:
+    """``undo changed nothing: 1 path acts only with --force; turnback undo --force acts on it``."""
+    count = len(plan.force_only_rows)
+    flag = "--force" if plan.kind == "undo" else "--anyway"
+    command = (
+        "turnback undo --force" if plan.kind == "undo" else f"turnback revert {short_id(plan.call_id or '')} --anyway"
+    )
+    subject = "1 path acts" if count == 1 else f"{count} paths act"
+    return (
+        f"{plan.kind} changed nothing: {subject} only with {flag}; {command} acts on {'it' if count == 1 else 'them'}"
+    )
+
+
+def log_lines(turns: Sequence[Turn], load: Load) -> list[str]:
+    """Each turn, newest first, with its calls and what each changed."""
+    lines: list[str] = []
+    for turn in reversed(turns):
+        marks = []
+        if turn.status == "running":
+            marks.append("running")
+        elif turn.status == "interrupted":
+            marks.append("interrupted")
+        if turn.undone == "yes":
+            marks.append("undone")
+        elif turn.undone == "partly":
+            marks.append("partly undone")
+        message = (turn.message or "").strip().splitlines()[0] if (turn.message or "").strip() else ""
+        mark_text = f"  [{', '.join(marks)}]" if marks else ""
+        lines.append(f"turn {turn.number}  {short_id(turn.id)}  {message}{mark_text}".rstrip())
+        for call in turn.calls:
+            status = ""
+            if call.cut_short:
+                status = "  (may be cut short)"
+            elif call.status == "failed":
+                status = "  (failed)"
+            if any(c.evicted for c in call.changes):
+                status += "  (can no longer be reverted)"
+            lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
+        for change in net_changes(turn.calls, load):
+            if change.after.kind == "dir" or change.before.kind == "dir":
+                continue
+            counts = "" if change.binary else f" +{change.added} -{change.removed}"
+            lines.append(f"    {change.kind} {change.path}{counts}")
+    return lines
+
+
+__all__ = [
+    "GIT_INDEX_LINE",
+    "call_lines",
+    "change_block",
+    "force_only_line",
+    "log_lines",
+    "plan_lines",
+    "result_lines",
+    "row_line",
+    "state_diff",
+]

@@ -1,0 +1,149 @@
+"""Content blobs: keyed-hash ids, zstandard, AES-256-GCM, stored once.
+
+A file's content id is the keyed hash of all its bytes. Content up to
+``CHUNK_SIZE`` is one ``data`` blob; longer content is cut into chunks (each
+a ``data`` blob under its own keyed id) listed by a ``chunks`` blob under
+the whole content's id. So a 2 GB file never sits in memory, identical
+chunks are kept once, and a restore can check each chunk and the whole.
+
+A blob row's ``data`` is sealed with associated data ``blob || id || kind``,
+so a blob cannot be swapped for another.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+
+import zstandard
+
+from turnback.errors import BlobCorruptError
+from turnback.model import BlobId
+from turnback.store.crypto import ID_LEN, Crypto
+from turnback.store.db import Database
+
+CHUNK_SIZE = 4 << 20
+KIND_DATA = 0
+KIND_CHUNKS = 1
+ZSTD_LEVEL = 3
+
+
+def _context(blob_id: bytes, kind: int) -> bytes:
+    return b"blob" + blob_id + bytes([kind])
+
+
+class BlobStore:
+    def __init__(self, db: Database, crypto: Crypto):
+        self._db = db
+        self._crypto = crypto
+        self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
+        self._decompressor = zstandard.ZstdDecompressor()
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def _put(self, blob_id: BlobId, kind: int, plain: bytes) -> None:
+        if self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)):
+            return
+        sealed = self._crypto.seal(self._compressor.compress(plain), _context(blob_id, kind))
+        self._db.execute(
+            "INSERT OR IGNORE INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?)",
+            (blob_id, kind, len(plain), len(sealed), sealed, time.time_ns()),
+        )
+
+    def put_bytes(self, data: bytes) -> BlobId:
+        """Store *data* (once) and return its content id."""
+        return self.put_chunks([data])[0]
+
+    def put_chunks(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        """Store content given as pieces of any size; return its content id and size.
+
+        Call inside a transaction so the content and its chunks land together.
+        """
+        whole = self._crypto.content_hasher()
+        chunk_ids: list[bytes] = []
+        pending = bytearray()
+        size = 0
+        for piece in chunks:
+            whole.update(piece)
+            size += len(piece)
+            pending += piece
+            while len(pending) > CHUNK_SIZE:
+                chunk = bytes(pending[:CHUNK_SIZE])
+                del pending[:CHUNK_SIZE]
+                chunk_id = self._crypto.content_id(chunk)
+                self._put(chunk_id, KIND_DATA, chunk)
+                chunk_ids.append(chunk_id)
+        content_id = BlobId(whole.digest())
+        if not chunk_ids:
+            self._put(content_id, KIND_DATA, bytes(pending))
+            return content_id, size
+        if pending:
+            chunk = bytes(pending)
+            chunk_id = self._crypto.content_id(chunk)
+            self._put(chunk_id, KIND_DATA, chunk)
+            chunk_ids.append(chunk_id)
+        self._put(content_id, KIND_CHUNKS, b"".join(chunk_ids))
+        return content_id, size
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def has(self, blob_id: BlobId) -> bool:
+        return self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)) is not None
+
+    def _get(self, blob_id: bytes) -> tuple[int, bytes]:
+        row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))
+        if row is None:
+            raise BlobCorruptError(f"a stored copy is missing (blob {blob_id[:6].hex()})")
+        kind, sealed = int(row[0]), bytes(row[1])
+        try:
+            plain = self._decompressor.decompress(self._crypto.open(sealed, _context(blob_id, kind)))
+        except BlobCorruptError as exc:
+            raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})") from exc
+        except zstandard.ZstdError as exc:
+            raise BlobCorruptError(f"a stored copy does not decompress (blob {blob_id[:6].hex()})") from exc
+        return kind, plain
+
+    def iter_content(self, blob_id: BlobId) -> Iterator[bytes]:
+        """Yield the content in chunks, each checked against its keyed id.
+
+        The whole content's id is checked at the end, before the last chunk
+        is yielded, so a caller that writes to a temp file and renames only
+        after the loop never puts damaged content in place.
+        """
+        kind, plain = self._get(blob_id)
+        if kind == KIND_DATA:
+            if self._crypto.content_id(plain) != blob_id:
+                raise BlobCorruptError(f"a stored copy does not match its id (blob {blob_id[:6].hex()})")
+            yield plain
+            return
+        if len(plain) % ID_LEN:
+            raise BlobCorruptError(f"a stored chunk list is damaged (blob {blob_id[:6].hex()})")
+        whole = self._crypto.content_hasher()
+        chunk_ids = [plain[i : i + ID_LEN] for i in range(0, len(plain), ID_LEN)]
+        held: bytes | None = None
+        for chunk_id in chunk_ids:
+            chunk_kind, chunk = self._get(chunk_id)
+            if chunk_kind != KIND_DATA or self._crypto.content_id(chunk) != chunk_id:
+                raise BlobCorruptError(f"a stored chunk does not match its id (blob {blob_id[:6].hex()})")
+            whole.update(chunk)
+            if held is not None:
+                yield held
+            held = chunk
+        if whole.digest() != blob_id:
+            raise BlobCorruptError(f"a stored copy does not match its id (blob {blob_id[:6].hex()})")
+        if held is not None:
+            yield held
+
+    def read_bytes(self, blob_id: BlobId) -> bytes:
+        return b"".join(self.iter_content(blob_id))
+
+    def verify(self, blob_id: BlobId) -> bool:
+        try:
+            for _ in self.iter_content(blob_id):
+                pass
+        except BlobCorruptError:
+            return False
+        return True
+
+
+__all__ = ["CHUNK_SIZE", "BlobStore"]

@@ -1,0 +1,126 @@
+"""The SQLite connection: WAL, ``synchronous=FULL``, ``BEGIN IMMEDIATE`` and a busy timeout.
+
+``transaction()`` takes the write lock before the first read, so a check and
+the write that depends on it are one atomic step even with several
+processes on one store. SQLite's "database is locked" after the timeout
+becomes :class:`BusyError` here, where it is met.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.store.schema import MIGRATIONS, SCHEMA_VERSION
+
+BUSY_TIMEOUT_MS = 60_000
+
+
+def _map_error(exc: sqlite3.Error) -> Exception:
+    text = str(exc)
+    if "locked" in text or "busy" in text:
+        return BusyError("the store is locked by another turnback process; try again")
+    return StoreError(f"the store's database failed: {text}")
+
+
+class Database:
+    def __init__(self, path: str, *, read_only: bool = False):
+        self.path = path
+        self.read_only = read_only
+        try:
+            if read_only:
+                self._conn = sqlite3.connect(
+                    f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+                )
+            else:
+                self._conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            if not read_only:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
+        self._depth = 0
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("ROLLBACK")
+            raise _map_error(exc) from exc
+
+    def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        try:
+            self._conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
+
+    def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        row = self.execute(sql, params).fetchone()
+        return None if row is None else row
+
+    def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        return self.execute(sql, params).fetchall()
+
+    def schema_version(self) -> int:
+        has_meta = self.one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
+        if not has_meta:
+            return 0
+        row = self.one("SELECT value FROM meta WHERE key='schema_version'")
+        return int(row[0]) if row else 0
+
+    def migrate(self) -> None:
+        """Bring the schema up to this version of turnback (call inside ``transaction()``)."""
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                f"the store at {self.path} has schema {version}; this turnback knows up to {SCHEMA_VERSION}. "
+                "Upgrade turnback."
+            )
+        for number in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[number]:
+                self.execute(statement)
+            self.execute(
+                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(number + 1).encode(),),
+            )
+
+
+__all__ = ["Database"]

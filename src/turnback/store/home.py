@@ -1,0 +1,41 @@
+"""Where the store lives and which environment settings apply.
+
+Each environment variable turnback reads is read here, in exactly one
+function, so the rest of the library takes explicit values.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV_HOME = "TURNBACK_HOME"
+ENV_KEY = "TURNBACK_KEY"
+ENV_SESSION = "TURNBACK_SESSION"
+ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
+
+
+def default_home() -> str:
+    """``TURNBACK_HOME``, else the user's data folder (``~/.local/share/turnback`` on Linux)."""
+    configured = os.environ.get(ENV_HOME)
+    if configured:
+        return os.path.abspath(os.path.expanduser(configured))
+    import platformdirs  # only when no TURNBACK_HOME is set: keeps the hook path's imports small
+
+    return platformdirs.user_data_dir("turnback", appauthor=False)
+
+
+def env_key_secret() -> str | None:
+    """The secret in ``TURNBACK_KEY``, when set (the only key used then)."""
+    return os.environ.get(ENV_KEY) or None
+
+
+def env_session() -> str | None:
+    return os.environ.get(ENV_SESSION) or None
+
+
+def keyring_allowed() -> bool:
+    """Whether the OS keyring may be tried (``TURNBACK_NO_KEYRING=1`` turns it off)."""
+    return os.environ.get(ENV_NO_KEYRING, "") in ("", "0")
+
+
+__all__ = ["default_home", "env_key_secret", "env_session", "keyring_allowed"]

@@ -1,0 +1,111 @@
+"""The store's SQLite schema, as numbered migrations.
+
+Nothing a user wrote or an agent read is kept in a plain column: paths,
+messages, titles, call inputs and link targets are sealed (``*_enc``
+columns) and paths are found by keyed id (``path_id``). Plain columns hold
+ids, kinds, modes, sizes, states and times.
+"""
+
+from __future__ import annotations
+
+MIGRATIONS: list[list[str]] = [
+    # 1: the core model
+    [
+        """CREATE TABLE meta(
+            key TEXT PRIMARY KEY,
+            value BLOB NOT NULL)""",
+        """CREATE TABLE projects(
+            id TEXT PRIMARY KEY,
+            root_id BLOB NOT NULL UNIQUE,
+            root_enc BLOB NOT NULL,
+            created_at INTEGER NOT NULL)""",
+        """CREATE TABLE sessions(
+            id TEXT PRIMARY KEY,
+            project_id TEXT NOT NULL REFERENCES projects(id),
+            actor_enc BLOB,
+            title_enc BLOB,
+            incognito INTEGER NOT NULL DEFAULT 0,
+            head TEXT,
+            created_at INTEGER NOT NULL,
+            active_at INTEGER NOT NULL)""",
+        "CREATE INDEX sessions_by_project ON sessions(project_id, active_at)",
+        """CREATE TABLE turns(
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            number INTEGER NOT NULL,
+            parent TEXT,
+            message_enc BLOB,
+            status TEXT NOT NULL,
+            undone TEXT NOT NULL DEFAULT 'no',
+            holder_pid INTEGER,
+            holder_start INTEGER,
+            started_at INTEGER NOT NULL,
+            ended_at INTEGER,
+            UNIQUE(session_id, number))""",
+        """CREATE TABLE calls(
+            id TEXT PRIMARY KEY,
+            turn_id TEXT NOT NULL REFERENCES turns(id),
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            tool TEXT NOT NULL,
+            input_enc BLOB,
+            status TEXT NOT NULL,
+            error_enc BLOB,
+            started_at INTEGER NOT NULL,
+            ended_at INTEGER)""",
+        "CREATE INDEX calls_by_turn ON calls(turn_id)",
+        """CREATE TABLE changes(
+            id INTEGER PRIMARY KEY,
+            call_id TEXT NOT NULL REFERENCES calls(id),
+            seq INTEGER NOT NULL,
+            project_id TEXT NOT NULL,
+            path_id BLOB NOT NULL,
+            path_enc BLOB NOT NULL,
+            before_kind TEXT NOT NULL,
+            before_blob BLOB,
+            before_size INTEGER,
+            before_mode INTEGER,
+            before_target_enc BLOB,
+            after_kind TEXT,
+            after_blob BLOB,
+            after_size INTEGER,
+            after_mode INTEGER,
+            after_target_enc BLOB,
+            partial INTEGER NOT NULL DEFAULT 0,
+            evicted INTEGER NOT NULL DEFAULT 0,
+            reverted INTEGER NOT NULL DEFAULT 0,
+            UNIQUE(call_id, seq))""",
+        "CREATE INDEX changes_by_path ON changes(project_id, path_id)",
+        """CREATE TABLE ops(
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            project_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            status TEXT NOT NULL,
+            spec_enc BLOB NOT NULL,
+            created_at INTEGER NOT NULL,
+            applied_at INTEGER,
+            finished_at INTEGER)""",
+        "CREATE INDEX ops_by_session ON ops(session_id, status)",
+        """CREATE TABLE op_rows(
+            op_id TEXT NOT NULL REFERENCES ops(id),
+            seq INTEGER NOT NULL,
+            action TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'pending',
+            body_enc BLOB NOT NULL,
+            result_enc BLOB,
+            expect_blob BLOB,
+            target_blob BLOB,
+            PRIMARY KEY(op_id, seq))""",
+        """CREATE TABLE blobs(
+            id BLOB NOT NULL UNIQUE,
+            kind INTEGER NOT NULL,
+            size INTEGER NOT NULL,
+            stored INTEGER NOT NULL,
+            data BLOB NOT NULL,
+            created_at INTEGER NOT NULL)""",
+    ],
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]

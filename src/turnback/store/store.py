@@ -1,0 +1,710 @@
+"""The store: one encrypted SQLite database per user, with its blobs, key and trash.
+
+:class:`Store` opens (or creates) the store folder, checks the key, and
+reads and writes the model's records. It seals every path, message, title,
+input and link target it keeps; nothing here decides what an undo does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from turnback.errors import UsageError
+from turnback.fsio import ensure_private_dir
+from turnback.model import (
+    BlobId,
+    Call,
+    CallId,
+    CallStatus,
+    Change,
+    FileState,
+    IdSource,
+    OpId,
+    OpStatus,
+    Plan,
+    PlanRow,
+    PlanSection,
+    Project,
+    ProjectId,
+    RowStatus,
+    Session,
+    SessionId,
+    Turn,
+    TurnId,
+    TurnStatus,
+    UndoState,
+)
+from turnback.paths import RelPath
+from turnback.store import keys
+from turnback.store.blobs import BlobStore
+from turnback.store.crypto import Crypto, Keys
+from turnback.store.db import Database
+
+DB_NAME = "turnback.db"
+TRASH_DIR = "trash"
+LOCKS_DIR = "locks"
+LOG_NAME = "turnback.log"
+_README = """This folder is turnback's store: an encrypted database of the earlier
+content of files that AI agents changed, and the trash of undo operations.
+Do not edit it by hand. `turnback verify` checks it; `turnback gc` compacts it.
+trash/ holds plain copies of files that undo operations displaced.
+"""
+
+
+def _state_columns(state: FileState | None) -> tuple[Any, ...]:
+    if state is None:
+        return (None, None, None, None)
+    return (state.kind, state.blob, state.size, state.mode)
+
+
+def state_to_json(state: FileState | None) -> dict[str, Any] | None:
+    if state is None:
+        return None
+    return {
+        "kind": state.kind,
+        "blob": state.blob.hex() if state.blob else None,
+        "size": state.size,
+        "mode": state.mode,
+        "target": state.target,
+    }
+
+
+def state_from_json(data: dict[str, Any] | None) -> FileState | None:
+    if data is None:
+        return None
+    return FileState(
+        kind=data["kind"],
+        blob=BlobId(bytes.fromhex(data["blob"])) if data.get("blob") else None,
+        size=data.get("size"),
+        mode=data.get("mode"),
+        target=data.get("target"),
+    )
+
+
+class Store:
+    """An open store. Use :meth:`open`; close with :meth:`close` or ``with``."""
+
+    def __init__(
+        self,
+        home: str,
+        db: Database,
+        crypto: Crypto,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        ids: IdSource | None = None,
+    ):
+        self.home = home
+        self.db = db
+        self.crypto = crypto
+        self.blobs = BlobStore(db, crypto)
+        self.clock = clock
+        self.ids = ids or IdSource()
+
+    # -- opening ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        home: str,
+        *,
+        key_secret: str | None = None,
+        try_keyring: bool = True,
+        clock: Callable[[], int] = time.time_ns,
+        ids: IdSource | None = None,
+    ) -> Store:
+        """Open the store in *home*, creating it (folder, database, key) on first use."""
+        home = os.path.abspath(home)
+        ensure_private_dir(home)
+        db = Database(os.path.join(home, DB_NAME))
+        try:
+            with db.transaction():
+                db.migrate()
+                meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
+                if "key_check" not in meta:
+                    store_id = IdSource().new()
+                    salt = os.urandom(16)
+                    master, source = keys.master_for_new_store(
+                        home, salt, store_id, key_secret, try_keyring=try_keyring
+                    )
+                    crypto = Crypto(Keys.from_master(master))
+                    db.executemany(
+                        "INSERT INTO meta(key, value) VALUES(?, ?)",
+                        [
+                            ("store_id", store_id.encode()),
+                            ("salt", salt),
+                            ("key_source", source.encode()),
+                            ("key_check", crypto.make_key_check()),
+                        ],
+                    )
+                    readme = os.path.join(home, "README.txt")
+                    if not os.path.lexists(readme):
+                        with open(readme, "w", encoding="utf-8") as handle:
+                            handle.write(_README)
+                else:
+                    master = keys.master_for_existing_store(
+                        home,
+                        keys.key_source(meta["key_source"]),
+                        meta["salt"],
+                        meta["store_id"].decode(),
+                        key_secret,
+                    )
+                    crypto = Crypto(Keys.from_master(master))
+                    crypto.verify_key_check(meta["key_check"])
+        except BaseException:
+            db.close()
+            raise
+        return cls(home, db, crypto, clock=clock, ids=ids)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def transaction(self) -> contextlib.AbstractContextManager[None]:
+        """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
+        return self.db.transaction()
+
+    @property
+    def trash_root(self) -> str:
+        return os.path.join(self.home, TRASH_DIR)
+
+    @property
+    def locks_dir(self) -> str:
+        return os.path.join(self.home, LOCKS_DIR)
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.home, LOG_NAME)
+
+    def new_id(self) -> str:
+        return self.ids.new()
+
+    def now(self) -> int:
+        return self.clock()
+
+    # -- sealing helpers -------------------------------------------------------------------
+
+    def _seal(self, text: str | None, context: str) -> bytes | None:
+        return self.crypto.seal_text(text, context)
+
+    def _open(self, sealed: bytes | None, context: str) -> str | None:
+        return self.crypto.open_text(None if sealed is None else bytes(sealed), context)
+
+    def path_id(self, project_id: ProjectId, path: str) -> bytes:
+        return self.crypto.path_id(project_id, path)
+
+    # -- projects --------------------------------------------------------------------------
+
+    def register_project(self, root: str) -> tuple[Project, bool]:
+        """The project at *root* (a real path), registering it if new; and whether it was new."""
+        root_id = self.crypto.path_id("root", root)
+        with self.transaction():
+            row = self.db.one("SELECT id FROM projects WHERE root_id=?", (root_id,))
+            if row:
+                return Project(ProjectId(row[0]), root), False
+            project_id = ProjectId(self.new_id())
+            self.db.execute(
+                "INSERT INTO projects(id, root_id, root_enc, created_at) VALUES(?,?,?,?)",
+                (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), self.now()),
+            )
+        return Project(project_id, root), True
+
+    def project_by_root(self, root: str) -> Project | None:
+        row = self.db.one("SELECT id FROM projects WHERE root_id=?", (self.crypto.path_id("root", root),))
+        return Project(ProjectId(row[0]), root) if row else None
+
+    def project(self, project_id: ProjectId) -> Project:
+        row = self.db.one("SELECT id, root_enc FROM projects WHERE id=?", (project_id,))
+        if row is None:
+            raise UsageError(f"no project {project_id}")
+        root = self._open(row[1], f"projects.root:{row[0]}")
+        assert root is not None
+        return Project(ProjectId(row[0]), root)
+
+    def project_containing(self, path: str) -> Project | None:
+        """The registered project whose root is *path* or a folder above it."""
+        current = os.path.realpath(path)
+        while True:
+            project = self.project_by_root(current)
+            if project:
+                return project
+            parent = os.path.dirname(current)
+            if parent == current:
+                return None
+            current = parent
+
+    def projects(self) -> list[Project]:
+        return [self.project(ProjectId(row[0])) for row in self.db.all("SELECT id FROM projects ORDER BY id")]
+
+    # -- sessions --------------------------------------------------------------------------
+
+    def _session_from_row(self, row: Sequence[Any]) -> Session:
+        sid = row[0]
+        return Session(
+            id=SessionId(sid),
+            project_id=ProjectId(row[1]),
+            actor=self._open(row[2], f"sessions.actor:{sid}"),
+            title=self._open(row[3], f"sessions.title:{sid}"),
+            incognito=bool(row[4]),
+            head=TurnId(row[5]) if row[5] else None,
+            created_at=row[6],
+            active_at=row[7],
+        )
+
+    _SESSION_COLUMNS = "id, project_id, actor_enc, title_enc, incognito, head, created_at, active_at"
+
+    def create_session(
+        self, project_id: ProjectId, *, actor: str | None, title: str | None, incognito: bool
+    ) -> Session:
+        session_id = SessionId(self.new_id())
+        now = self.now()
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO sessions(id, project_id, actor_enc, title_enc, incognito, head, created_at, active_at)"
+                " VALUES(?,?,?,?,?,NULL,?,?)",
+                (
+                    session_id,
+                    project_id,
+                    self._seal(actor, f"sessions.actor:{session_id}"),
+                    self._seal(title, f"sessions.title:{session_id}"),
+                    int(incognito),
+                    now,
+                    now,
+                ),
+            )
+        return self.session(session_id)
+
+    def session(self, session_id: SessionId) -> Session:
+        row = self.db.one(f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,))
+        if row is None:
+            raise UsageError(f"no session {session_id}")
+        return self._session_from_row(row)
+
+    def sessions(self, project_id: ProjectId | None = None) -> list[Session]:
+        if project_id is None:
+            rows = self.db.all(f"SELECT {self._SESSION_COLUMNS} FROM sessions ORDER BY active_at DESC, id DESC")
+        else:
+            rows = self.db.all(
+                f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE project_id=? ORDER BY active_at DESC, id DESC",
+                (project_id,),
+            )
+        return [self._session_from_row(row) for row in rows]
+
+    def touch_session(self, session_id: SessionId) -> None:
+        self.db.execute("UPDATE sessions SET active_at=? WHERE id=?", (self.now(), session_id))
+
+    def resolve_id(self, table: str, prefix: str, noun: str) -> str:
+        """The one id in *table* that starts with *prefix*; a clear error for none or several."""
+        cleaned = prefix.strip().lower()
+        if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
+            raise UsageError(f"{prefix!r} is not a {noun} id")
+        rows = self.db.all(
+            f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+            (cleaned, cleaned + "g"),
+        )
+        if not rows:
+            raise UsageError(f"no {noun} has an id starting with {cleaned}")
+        if len(rows) > 1:
+            shown = ", ".join(row[0][:20] for row in rows[:5])
+            raise UsageError(f"{cleaned} is the start of several {noun} ids ({shown}); give more of it")
+        return str(rows[0][0])
+
+    # -- turns -----------------------------------------------------------------------------
+
+    _TURN_COLUMNS = (
+        "id, session_id, number, parent, message_enc, status, undone, started_at, ended_at, holder_pid, holder_start"
+    )
+
+    def _turn_from_row(self, row: Sequence[Any], calls: tuple[Call, ...] = ()) -> Turn:
+        return Turn(
+            id=TurnId(row[0]),
+            session_id=SessionId(row[1]),
+            number=row[2],
+            parent=TurnId(row[3]) if row[3] else None,
+            message=self._open(row[4], f"turns.message:{row[0]}"),
+            status=row[5],
+            undone=row[6],
+            started_at=row[7],
+            ended_at=row[8],
+            holder_pid=row[9],
+            calls=calls,
+        )
+
+    def create_turn(
+        self, session_id: SessionId, message: str | None, *, holder_pid: int | None, holder_start: int | None
+    ) -> Turn:
+        turn_id = TurnId(self.new_id())
+        with self.transaction():
+            session = self.session(session_id)
+            row = self.db.one("SELECT COALESCE(MAX(number), 0) FROM turns WHERE session_id=?", (session_id,))
+            number = int(row[0]) + 1
+            self.db.execute(
+                f"INSERT INTO turns({self._TURN_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    turn_id,
+                    session_id,
+                    number,
+                    session.head,
+                    self._seal(message, f"turns.message:{turn_id}"),
+                    "running",
+                    "no",
+                    self.now(),
+                    None,
+                    holder_pid,
+                    holder_start,
+                ),
+            )
+            self.db.execute("UPDATE sessions SET head=?, active_at=? WHERE id=?", (turn_id, self.now(), session_id))
+        return self.turn(turn_id)
+
+    def turn(self, turn_id: TurnId, *, with_calls: bool = False) -> Turn:
+        row = self.db.one(f"SELECT {self._TURN_COLUMNS} FROM turns WHERE id=?", (turn_id,))
+        if row is None:
+            raise UsageError(f"no turn {turn_id}")
+        calls = self.calls_of_turn(turn_id) if with_calls else ()
+        return self._turn_from_row(row, calls)
+
+    def turns(self, session_id: SessionId, *, with_calls: bool = False) -> list[Turn]:
+        rows = self.db.all(f"SELECT {self._TURN_COLUMNS} FROM turns WHERE session_id=? ORDER BY number", (session_id,))
+        return [self._turn_from_row(row, self.calls_of_turn(TurnId(row[0])) if with_calls else ()) for row in rows]
+
+    def turn_by_number(self, session_id: SessionId, number: int) -> Turn:
+        row = self.db.one(
+            f"SELECT {self._TURN_COLUMNS} FROM turns WHERE session_id=? AND number=?", (session_id, number)
+        )
+        if row is None:
+            raise UsageError(f"the session has no turn {number}")
+        return self._turn_from_row(row)
+
+    def running_turns(self, session_id: SessionId) -> list[tuple[Turn, int | None]]:
+        """Turns begun and not ended, with the start time of the process holding each."""
+        rows = self.db.all(
+            f"SELECT {self._TURN_COLUMNS} FROM turns WHERE session_id=? AND status='running' ORDER BY number",
+            (session_id,),
+        )
+        return [(self._turn_from_row(row), row[10]) for row in rows]
+
+    def end_turn(self, turn_id: TurnId, status: TurnStatus) -> None:
+        self.db.execute(
+            "UPDATE turns SET status=?, ended_at=? WHERE id=? AND status='running'",
+            (status, self.now(), turn_id),
+        )
+
+    def set_turn_undone(self, turn_id: TurnId, undone: UndoState) -> None:
+        self.db.execute("UPDATE turns SET undone=? WHERE id=?", (undone, turn_id))
+
+    # -- calls and changes -----------------------------------------------------------------
+
+    def create_call(self, turn: Turn, tool: str, raw_input: str | None) -> CallId:
+        call_id = CallId(self.new_id())
+        self.db.execute(
+            "INSERT INTO calls(id, turn_id, session_id, tool, input_enc, status, started_at) VALUES(?,?,?,?,?,?,?)",
+            (
+                call_id,
+                turn.id,
+                turn.session_id,
+                tool,
+                self._seal(raw_input, f"calls.input:{call_id}"),
+                "running",
+                self.now(),
+            ),
+        )
+        return call_id
+
+    def add_change(
+        self,
+        call_id: CallId,
+        seq: int,
+        project_id: ProjectId,
+        path: RelPath,
+        before: FileState,
+        after: FileState | None,
+        *,
+        partial: bool = False,
+    ) -> int:
+        where = f"{call_id}:{seq}"
+        cursor = self.db.execute(
+            "INSERT INTO changes(call_id, seq, project_id, path_id, path_enc,"
+            " before_kind, before_blob, before_size, before_mode, before_target_enc,"
+            " after_kind, after_blob, after_size, after_mode, after_target_enc, partial)"
+            " VALUES(?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?)",
+            (
+                call_id,
+                seq,
+                project_id,
+                self.path_id(project_id, path),
+                self._seal(path, f"changes.path:{where}"),
+                *_state_columns(before),
+                self._seal(before.target, f"changes.before_target:{where}"),
+                *_state_columns(after),
+                self._seal(after.target if after else None, f"changes.after_target:{where}"),
+                int(partial),
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def set_change_after(self, change_id: int, after: FileState, *, partial: bool) -> None:
+        row = self.db.one("SELECT call_id, seq FROM changes WHERE id=?", (change_id,))
+        where = f"{row[0]}:{row[1]}"
+        self.db.execute(
+            "UPDATE changes SET after_kind=?, after_blob=?, after_size=?, after_mode=?, after_target_enc=?, partial=?"
+            " WHERE id=?",
+            (
+                *_state_columns(after),
+                self._seal(after.target, f"changes.after_target:{where}"),
+                int(partial),
+                change_id,
+            ),
+        )
+
+    def delete_change(self, change_id: int) -> None:
+        self.db.execute("DELETE FROM changes WHERE id=?", (change_id,))
+
+    def finish_call(self, call_id: CallId, status: CallStatus, error: str | None = None) -> None:
+        self.db.execute(
+            "UPDATE calls SET status=?, ended_at=?, error_enc=? WHERE id=?",
+            (status, self.now(), self._seal(error, f"calls.error:{call_id}"), call_id),
+        )
+
+    _CHANGE_COLUMNS = (
+        "id, call_id, seq, path_enc, before_kind, before_blob, before_size, before_mode, before_target_enc,"
+        " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, evicted, reverted"
+    )
+
+    def _change_from_row(self, row: Sequence[Any]) -> Change:
+        where = f"{row[1]}:{row[2]}"
+        path = self._open(row[3], f"changes.path:{where}")
+        assert path is not None
+        before = FileState(
+            kind=row[4],
+            blob=BlobId(bytes(row[5])) if row[5] is not None else None,
+            size=row[6],
+            mode=row[7],
+            target=self._open(row[8], f"changes.before_target:{where}"),
+        )
+        after = None
+        if row[9] is not None:
+            after = FileState(
+                kind=row[9],
+                blob=BlobId(bytes(row[10])) if row[10] is not None else None,
+                size=row[11],
+                mode=row[12],
+                target=self._open(row[13], f"changes.after_target:{where}"),
+            )
+        return Change(
+            id=row[0],
+            call_id=CallId(row[1]),
+            seq=row[2],
+            path=RelPath(path),
+            before=before,
+            after=after,
+            partial=bool(row[14]),
+            evicted=bool(row[15]),
+            reverted=bool(row[16]),
+        )
+
+    def changes_of_call(self, call_id: CallId) -> tuple[Change, ...]:
+        rows = self.db.all(f"SELECT {self._CHANGE_COLUMNS} FROM changes WHERE call_id=? ORDER BY seq", (call_id,))
+        return tuple(self._change_from_row(row) for row in rows)
+
+    _CALL_COLUMNS = "id, turn_id, session_id, tool, input_enc, status, started_at, ended_at, error_enc"
+
+    def _call_from_row(self, row: Sequence[Any]) -> Call:
+        call_id = CallId(row[0])
+        return Call(
+            id=call_id,
+            turn_id=TurnId(row[1]),
+            session_id=SessionId(row[2]),
+            tool=row[3],
+            input=self._open(row[4], f"calls.input:{call_id}"),
+            status=row[5],
+            started_at=row[6],
+            ended_at=row[7],
+            error=self._open(row[8], f"calls.error:{call_id}"),
+            changes=self.changes_of_call(call_id),
+        )
+
+    def call(self, call_id: CallId) -> Call:
+        row = self.db.one(f"SELECT {self._CALL_COLUMNS} FROM calls WHERE id=?", (call_id,))
+        if row is None:
+            raise UsageError(f"no call {call_id}")
+        return self._call_from_row(row)
+
+    def calls_of_turn(self, turn_id: TurnId) -> tuple[Call, ...]:
+        rows = self.db.all(f"SELECT {self._CALL_COLUMNS} FROM calls WHERE turn_id=? ORDER BY rowid", (turn_id,))
+        return tuple(self._call_from_row(row) for row in rows)
+
+    def later_calls_on_path(self, project_id: ProjectId, path: RelPath, call_id: CallId) -> list[CallId]:
+        """Calls after *call_id* (in any session of the project) that changed *path*, oldest first."""
+        rows = self.db.all(
+            "SELECT DISTINCT calls.id, calls.rowid FROM changes JOIN calls ON calls.id = changes.call_id"
+            " WHERE changes.project_id=? AND changes.path_id=?"
+            " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid",
+            (project_id, self.path_id(project_id, path), call_id),
+        )
+        return [CallId(row[0]) for row in rows]
+
+    def mark_changes_reverted(self, change_ids: Iterable[int], reverted: bool = True) -> None:
+        ids = list(change_ids)
+        if ids:
+            self.db.executemany("UPDATE changes SET reverted=? WHERE id=?", [(int(reverted), cid) for cid in ids])
+
+    def refresh_turn_undone(self, turn_id: TurnId) -> UndoState:
+        """Set a turn's undo state from its changes: all taken back, some, or none."""
+        row = self.db.one(
+            "SELECT COUNT(*), COALESCE(SUM(changes.reverted), 0) FROM changes JOIN calls ON calls.id = changes.call_id"
+            " WHERE calls.turn_id=?",
+            (turn_id,),
+        )
+        total, reverted = int(row[0]), int(row[1])
+        state: UndoState = "no" if reverted == 0 else ("yes" if reverted == total else "partly")
+        self.set_turn_undone(turn_id, state)
+        return state
+
+    # -- plans and operations --------------------------------------------------------------
+
+    def save_plan(self, plan: Plan) -> None:
+        spec = {
+            "sections": [[s.turn_id, s.title] for s in plan.sections],
+            "turn_ids": list(plan.turn_ids),
+            "call_id": plan.call_id,
+            "force": plan.force,
+            "notes": list(plan.notes),
+        }
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO ops(id, session_id, project_id, kind, status, spec_enc, created_at) VALUES(?,?,?,?,?,?,?)",
+                (
+                    plan.id,
+                    plan.session_id,
+                    plan.project_id,
+                    plan.kind,
+                    plan.status,
+                    self.crypto.seal(json.dumps(spec).encode(), f"ops.spec:{plan.id}".encode()),
+                    plan.created_at,
+                ),
+            )
+            self.db.executemany(
+                "INSERT INTO op_rows(op_id, seq, action, status, body_enc, expect_blob, target_blob)"
+                " VALUES(?,?,?,?,?,?,?)",
+                [
+                    (
+                        plan.id,
+                        row.seq,
+                        row.action,
+                        row.status,
+                        self.crypto.seal(
+                            json.dumps(self._row_body(row)).encode("utf-8", "surrogateescape"),
+                            f"op_rows.body:{plan.id}:{row.seq}".encode(),
+                        ),
+                        row.expect.blob if row.expect else None,
+                        row.target.blob if row.target else None,
+                    )
+                    for row in plan.rows
+                ],
+            )
+
+    @staticmethod
+    def _row_body(row: PlanRow) -> dict[str, Any]:
+        return {
+            "path": row.path,
+            "reason": row.reason,
+            "expect": state_to_json(row.expect),
+            "target": state_to_json(row.target),
+            "change_ids": list(row.change_ids),
+            "turn_id": row.turn_id,
+            "force_only": row.force_only,
+            "conflict": row.conflict,
+            "warnings": list(row.warnings),
+            "trash_name": row.trash_name,
+        }
+
+    def load_plan(self, op_id: OpId) -> Plan:
+        op = self.db.one(
+            "SELECT id, session_id, project_id, kind, status, spec_enc, created_at FROM ops WHERE id=?",
+            (op_id,),
+        )
+        if op is None:
+            raise UsageError(f"no operation {op_id}")
+        spec = json.loads(self.crypto.open(bytes(op[5]), f"ops.spec:{op_id}".encode()))
+        rows: list[PlanRow] = []
+        for seq, action, status, body_enc, result_enc in self.db.all(
+            "SELECT seq, action, status, body_enc, result_enc FROM op_rows WHERE op_id=? ORDER BY seq",
+            (op_id,),
+        ):
+            body = json.loads(
+                self.crypto.open(bytes(body_enc), f"op_rows.body:{op_id}:{seq}".encode()).decode(
+                    "utf-8", "surrogateescape"
+                )
+            )
+            note = self._open(result_enc, f"op_rows.result:{op_id}:{seq}")
+            rows.append(
+                PlanRow(
+                    seq=seq,
+                    action=action,
+                    path=RelPath(body["path"]),
+                    reason=body["reason"],
+                    expect=state_from_json(body["expect"]),
+                    target=state_from_json(body["target"]),
+                    change_ids=tuple(body["change_ids"]),
+                    turn_id=body["turn_id"],
+                    force_only=body["force_only"],
+                    conflict=body["conflict"],
+                    warnings=tuple(body["warnings"]),
+                    trash_name=body["trash_name"],
+                    status=status,
+                    note=note,
+                )
+            )
+        return Plan(
+            id=OpId(op[0]),
+            kind=op[3],
+            session_id=SessionId(op[1]),
+            project_id=ProjectId(op[2]),
+            rows=tuple(rows),
+            sections=tuple(PlanSection(TurnId(t) if t else None, title) for t, title in spec["sections"]),
+            turn_ids=tuple(TurnId(t) for t in spec["turn_ids"]),
+            call_id=CallId(spec["call_id"]) if spec["call_id"] else None,
+            force=spec["force"],
+            status=op[4],
+            created_at=op[6],
+            notes=tuple(spec.get("notes", ())),
+        )
+
+    def set_op_status(self, op_id: OpId, status: OpStatus, *, expect: OpStatus | None = None) -> bool:
+        """Move an operation to *status*; with *expect*, only from that status (compare-and-swap)."""
+        column = {"applying": "applied_at", "done": "finished_at", "planned": "created_at"}[status]
+        if expect is None:
+            cursor = self.db.execute(f"UPDATE ops SET status=?, {column}=? WHERE id=?", (status, self.now(), op_id))
+        else:
+            cursor = self.db.execute(
+                f"UPDATE ops SET status=?, {column}=? WHERE id=? AND status=?",
+                (status, self.now(), op_id, expect),
+            )
+        return cursor.rowcount == 1
+
+    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: str | None) -> None:
+        self.db.execute(
+            "UPDATE op_rows SET status=?, result_enc=? WHERE op_id=? AND seq=?",
+            (status, self._seal(note, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
+        )
+
+    def ops_in_status(self, session_id: SessionId, status: OpStatus) -> list[OpId]:
+        rows = self.db.all("SELECT id FROM ops WHERE session_id=? AND status=? ORDER BY id", (session_id, status))
+        return [OpId(row[0]) for row in rows]
+
+    def put_content(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        return self.blobs.put_chunks(chunks)
+
+
+__all__ = ["DB_NAME", "Store", "state_from_json", "state_to_json"]

@@ -1,0 +1,146 @@
+"""Shared fixtures: a sealed-off store, real project folders, and the CLI as a subprocess.
+
+No test may touch the user's real store: ``TURNBACK_HOME`` always points
+into the test's temp folder, and the keyring is never tried.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+import turnback
+
+TEST_KEY = "test-key-0123456789-abcdef"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def sealed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every test gets its own store folder and key, and nothing from the caller's environment."""
+    home = tmp_path / "store"
+    monkeypatch.setenv("TURNBACK_HOME", str(home))
+    monkeypatch.setenv("TURNBACK_KEY", TEST_KEY)
+    monkeypatch.setenv("TURNBACK_NO_KEYRING", "1")
+    monkeypatch.delenv("TURNBACK_SESSION", raising=False)
+    monkeypatch.delenv("TURNBACK_FAULT_KILL_AFTER", raising=False)
+    return home
+
+
+@pytest.fixture
+def home(sealed_env: Path) -> Path:
+    return sealed_env
+
+
+@pytest.fixture
+def engine(home: Path) -> Iterator[turnback.Engine]:
+    with turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as opened:
+        yield opened
+
+
+def make_project(root: Path) -> Path:
+    """A real project: text, CRLF, binary, executable, a symlink, nested folders."""
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "docs").mkdir()
+    (root / "README.md").write_bytes(b"# project\n\nline two\n")
+    (root / "src" / "main.py").write_bytes(b"import pkg\n\nprint('hi')\n")
+    (root / "src" / "pkg" / "__init__.py").write_bytes(b"")
+    (root / "src" / "pkg" / "crlf.txt").write_bytes(b"one\r\ntwo\r\n")
+    (root / "docs" / "guide.md").write_bytes(b"no final newline")
+    (root / "logo.bin").write_bytes(bytes(range(256)) * 4)
+    run = root / "run.sh"
+    run.write_bytes(b"#!/bin/sh\necho run\n")
+    run.chmod(0o755)
+    (root / "link-to-readme").symlink_to("README.md")
+    return root
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return make_project(tmp_path / "project")
+
+
+@pytest.fixture
+def session(engine: turnback.Engine, project: Path) -> turnback.Session:
+    return engine.new_session(str(project), title="test")
+
+
+def tree_state(root: Path) -> dict[str, tuple[str, bytes | str | None, int]]:
+    """Everything under *root*: each path's kind, content (or link target) and mode, without following links."""
+    state: dict[str, tuple[str, bytes | str | None, int]] = {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder) / name
+            rel = path.relative_to(root).as_posix()
+            st = path.lstat()
+            if stat.S_ISLNK(st.st_mode):
+                state[rel] = ("symlink", os.readlink(path), 0)
+            elif stat.S_ISDIR(st.st_mode):
+                state[rel] = ("dir", None, stat.S_IMODE(st.st_mode))
+            else:
+                state[rel] = ("file", path.read_bytes(), stat.S_IMODE(st.st_mode))
+    return state
+
+
+@dataclass(frozen=True)
+class Result:
+    rc: int
+    out: str
+    err: str
+
+    @property
+    def lines(self) -> list[str]:
+        return self.out.splitlines()
+
+    def json(self) -> dict[str, object]:
+        import json
+
+        data = json.loads(self.out)
+        assert isinstance(data, dict)
+        return data
+
+
+def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(home.parent),
+        "LANG": "C.UTF-8",
+        "TURNBACK_HOME": str(home),
+        "TURNBACK_KEY": TEST_KEY,
+        "TURNBACK_NO_KEYRING": "1",
+        "PYTHONPATH": str(ROOT / "src"),
+    }
+    env.update(extra or {})
+    return env
+
+
+def run_cli(
+    home: Path, *args: str, cwd: Path | None = None, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> Result:
+    """Run ``python -m turnback ARGS`` as a subprocess with a cleared environment."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "turnback", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        env=cli_env(home, env),
+        timeout=120,
+    )
+    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+
+
+@pytest.fixture
+def cli(home: Path, project: Path):  # type: ignore[no-untyped-def]
+    """``cli(*args, stdin=b"")`` runs the CLI in the project folder against the test store."""
+
+    def run(*args: str, stdin: bytes = b"", cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
+        return run_cli(home, *args, cwd=cwd or project, stdin=stdin, env=env)
+
+    return run
