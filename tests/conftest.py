@@ -7,6 +7,7 @@ into the test's temp folder, and the keyring is never tried.
 from __future__ import annotations
 
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -121,12 +122,31 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def unprivileged_prefix() -> list[str] | None:
+    """A command prefix that runs a program without root's power to ignore file permissions.
+
+    Tests of "permission denied" need it when they run as root (root reads a
+    mode-000 file); ``None`` when running as root without ``setpriv``.
+    """
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner"]
+
+
 def run_cli(
-    home: Path, *args: str, cwd: Path | None = None, stdin: bytes = b"", env: dict[str, str] | None = None
+    home: Path,
+    *args: str,
+    cwd: Path | None = None,
+    stdin: bytes = b"",
+    env: dict[str, str] | None = None,
+    prefix: list[str] | None = None,
 ) -> Result:
     """Run ``python -m turnback ARGS`` as a subprocess with a cleared environment."""
     proc = subprocess.run(
-        [sys.executable, "-m", "turnback", *args],
+        [*(prefix or []), sys.executable, "-m", "turnback", *args],
         input=stdin,
         capture_output=True,
         cwd=cwd,
@@ -140,7 +160,13 @@ def run_cli(
 def cli(home: Path, project: Path):  # type: ignore[no-untyped-def]
     """``cli(*args, stdin=b"")`` runs the CLI in the project folder against the test store."""
 
-    def run(*args: str, stdin: bytes = b"", cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
-        return run_cli(home, *args, cwd=cwd or project, stdin=stdin, env=env)
+    def run(
+        *args: str,
+        stdin: bytes = b"",
+        cwd: Path | None = None,
+        env: dict[str, str] | None = None,
+        prefix: list[str] | None = None,
+    ) -> Result:
+        return run_cli(home, *args, cwd=cwd or project, stdin=stdin, env=env, prefix=prefix)
 
     return run

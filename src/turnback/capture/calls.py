@@ -55,6 +55,12 @@ def _clip(text: str) -> str:
     return text[:MAX_INPUT_TEXT] + f"… ({len(text) - MAX_INPUT_TEXT} more characters)"
 
 
+def _content_text(data: bytes) -> str:
+    """The written content as call input text: the first 64 KiB, decoded for display."""
+    shown = data[:MAX_INPUT_TEXT].decode("utf-8", "replace")
+    return shown if len(data) <= MAX_INPUT_TEXT else shown + f"… ({len(data) - MAX_INPUT_TEXT} more bytes)"
+
+
 def new_folder_state() -> FileState:
     return FileState("dir", mode=0o777 & ~current_umask())
 
@@ -147,7 +153,7 @@ def record_write(target: CallTarget, path: RelPath, data: bytes) -> CallId:
     return _perform(
         target,
         "write",
-        _input_json(path=path, content=data.decode("utf-8", "replace")),
+        _input_json(path=path, content=_content_text(data)),
         changes,
         lambda: target.tree.write_atomic(path, [data], mode, create_parents=True),
     )

@@ -63,6 +63,7 @@ class _Picture:
         self._store = store
         self._tree = tree
         self._states: dict[RelPath, FileState | TurnbackError] = {}
+        self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
 
     def get(self, path: RelPath) -> FileState | TurnbackError:
         if path not in self._states:
@@ -72,13 +73,20 @@ class _Picture:
                 self._states[path] = exc
         return self._states[path]
 
-    def seen_with_content(self, path: RelPath) -> FileState:
-        """The current state of *path* with its content stored, so a conflict's diff can be shown later."""
+    def seen_with_content(self, path: RelPath, current: FileState) -> FileState:
+        """*current* with its content in the store, so a conflict's diff can be shown and checked later.
+
+        A state an earlier row will put in place is a recorded state, stored
+        already; a file read from the disk is captured now.
+        """
+        if path in self._planned or current.kind != "file":
+            return current
         with self._store.transaction():
             return capture_state(self._tree, path, self._store)
 
     def set(self, path: RelPath, state: FileState) -> None:
         self._states[path] = state
+        self._planned.add(path)
 
 
 def _copy_available(store: Store, change: Change) -> str | None:
@@ -122,7 +130,7 @@ def _row_for_change(
     if not target.exists and current.kind == "symlink" and (change.after is None or change.after.kind != "symlink"):
         return _Row(path, "skip", current, None, [change.id], turn_id, LINK_IN_PLACE)
     reason = cut_short_reason if change.after is None else conflict_reason(change)
-    seen = picture.seen_with_content(path) if current.kind == "file" else current
+    seen = picture.seen_with_content(path, current)
     if overwrite:
         picture.set(path, target)
         overwritten = reason.split(";")[0] + "; what it holds now goes to the trash"
@@ -134,13 +142,17 @@ def _merge_chains(rows: list[_Row]) -> list[_Row]:
     """Join rows of one path that follow each other (each acting); the joined row takes the later place.
 
     The later place is the safe one: a folder is removed only after the rows
-    that empty it, and a restore makes missing folders itself.
+    that empty it, and a restore makes missing folders itself. A conflict row
+    (one that overwrites a user's change with ``--force``) is never joined:
+    the version it overwrites is put in place and goes to the trash, where a
+    person can take it back.
     """
     merged: list[_Row | None] = list(rows)
     last_acting: dict[RelPath, int] = {}
     for index, row in enumerate(rows):
         previous = last_acting.get(row.path)
-        if row.action in ("restore", "trash", "mark") and previous is not None:
+        joinable = row.action in ("restore", "trash", "mark") and not row.conflict
+        if joinable and previous is not None:
             first = merged[previous]
             assert first is not None and first.expect is not None and row.target is not None
             merged[previous] = None
@@ -152,10 +164,9 @@ def _merge_chains(rows: list[_Row]) -> list[_Row]:
                 first.change_ids + row.change_ids,
                 first.turn_id,
                 first.reason or row.reason,
-                conflict=first.conflict or row.conflict,
             )
             last_acting[row.path] = index
-        elif row.action in ("restore", "trash", "mark"):
+        elif joinable:
             last_acting[row.path] = index
         else:
             last_acting.pop(row.path, None)

@@ -9,7 +9,10 @@ printed, only ``Binary files differ`` with the sizes.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from turnback.model import BlobId, FileState
 
 CONTEXT = 3
 MAX_DIFF_BYTES = 8 << 20
@@ -56,10 +59,15 @@ class FileDiff:
     removed: int
     old_size: int
     new_size: int
+    too_large: bool = False
 
     @property
     def binary_line(self) -> str:
-        return f"Binary files differ ({human_size(self.old_size)} -> {human_size(self.new_size)})"
+        """What is shown instead of lines: binary content, or text too large to diff."""
+        sizes = f"({human_size(self.old_size)} -> {human_size(self.new_size)})"
+        if self.too_large:
+            return f"Files differ {sizes}; too large to show a diff"
+        return f"Binary files differ {sizes}"
 
 
 def _range(start: int, length: int) -> str:
@@ -105,6 +113,20 @@ def diff_bytes(old: bytes | None, new: bytes | None) -> FileDiff:
     return FileDiff(False, tuple(out), added, removed, len(old_data), len(new_data))
 
 
+def diff_states(before: FileState | None, after: FileState | None, load: Callable[[BlobId], bytes]) -> FileDiff:
+    """The diff between two recorded states; content over ``MAX_DIFF_BYTES`` is not even loaded."""
+    sizes = [(state.size or 0) if state is not None and state.kind == "file" else 0 for state in (before, after)]
+    if max(sizes) > MAX_DIFF_BYTES:
+        return FileDiff(True, (), 0, 0, sizes[0], sizes[1], too_large=True)
+
+    def content(state: FileState | None) -> bytes | None:
+        if state is None or state.kind != "file" or state.blob is None:
+            return None
+        return load(state.blob)
+
+    return diff_bytes(content(before), content(after))
+
+
 def file_headers(path: str, *, old_exists: bool, new_exists: bool) -> list[str]:
     return [
         f"--- a/{path}" if old_exists else "--- /dev/null",
@@ -122,4 +144,13 @@ def clip_lines(lines: list[str], limit: int) -> list[str]:
     return [*lines[:limit], f"… {more} more line{'s' if more != 1 else ''}"]
 
 
-__all__ = ["FileDiff", "clip_lines", "diff_bytes", "file_headers", "human_size", "is_binary", "split_lines"]
+__all__ = [
+    "FileDiff",
+    "clip_lines",
+    "diff_bytes",
+    "diff_states",
+    "file_headers",
+    "human_size",
+    "is_binary",
+    "split_lines",
+]

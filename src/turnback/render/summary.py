@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 
 from turnback.model import BlobId, Call, ChangeKind, FileState, Turn, change_kind
-from turnback.render.diff import diff_bytes
+from turnback.render.diff import diff_states
 
 BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -109,9 +109,7 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
             continue
         if before.kind == after.kind == "dir":
             continue
-        old = load(before.blob) if before.kind == "file" and before.blob else None
-        new = load(after.blob) if after.kind == "file" and after.blob else None
-        diff = diff_bytes(old, new) if (old is not None or new is not None) else None
+        diff = diff_states(before, after, load) if "file" in (before.kind, after.kind) else None
         result.append(
             NetChange(
                 path=path,

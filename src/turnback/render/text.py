@@ -9,22 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
-from turnback.render.diff import FileDiff, clip_lines, diff_bytes, file_headers
+from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
 from turnback.render.summary import call_title, net_changes
 
 Load = Callable[[BlobId], bytes]
 
 GIT_INDEX_LINE = "your git index is unchanged; git status can show staged changes"
-
-
-def _content(state: FileState | None, load: Load) -> bytes | None:
-    if state is None or state.kind != "file" or state.blob is None:
-        return None
-    return load(state.blob)
-
-
-def state_diff(before: FileState | None, after: FileState | None, load: Load) -> FileDiff:
-    return diff_bytes(_content(before, load), _content(after, load))
 
 
 def _describe(state: FileState | None) -> str:
@@ -43,7 +33,7 @@ def change_block(path: str, before: FileState | None, after: FileState | None, l
         return []
     if any(state is not None and state.kind in ("symlink", "special") for state in (before, after)):
         return [f"{path}: {_describe(before)} -> {_describe(after)}"]
-    diff = state_diff(before, after, load)
+    diff = diff_states(before, after, load)
     if diff.binary:
         return [diff.binary_line]
     old_exists = before is not None and before.exists
@@ -80,7 +70,7 @@ def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> l
         if change.reverted:
             lines.append(f"reverted {change.path}")
             continue
-        lines.append(change_label(change, state_diff(change.before, change.after, load)))
+        lines.append(change_label(change, diff_states(change.before, change.after, load)))
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
     return lines
 
@@ -221,5 +211,4 @@ __all__ = [
     "plan_lines",
     "result_lines",
     "row_line",
-    "state_diff",
 ]

@@ -104,7 +104,8 @@ def play(player: _Player) -> None:
     p.run(["turn", "begin", *s, "--message", "greet politely and add a changelog"])
     p.run(["edit", *s, "src/app.py", "--old", '"Hello, "', "--new", '"Good day, "'])
     changes = b"# Changes\n\n- greet politely\n"
-    p.run(["write", *s, "docs/CHANGES.md"], stdin=changes, show="printf ... | turnback write --session $S docs/CHANGES.md")
+    shown = "printf ... | turnback write --session $S docs/CHANGES.md"
+    p.run(["write", *s, "docs/CHANGES.md"], stdin=changes, show=shown)
     p.run(["turn", "end", *s])
 
     p.say("Turn 2: it deletes a file, moves another, and edits the moved one.")

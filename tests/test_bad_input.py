@@ -1,0 +1,90 @@
+"""Bad input: binary content, odd names and line endings, huge and unreadable files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import turnback
+from tests.conftest import tree_state, unprivileged_prefix
+
+
+@pytest.fixture
+def sid(cli) -> str:  # type: ignore[no-untyped-def]
+    cli("init")
+    return str(cli("session", "new").out.strip())
+
+
+def undo_all(cli) -> None:  # type: ignore[no-untyped-def]
+    while (result := cli("undo", "--yes")).rc == 0:
+        pass
+    assert "nothing to undo" in result.err, result.err
+
+
+def test_binary_crlf_and_no_final_newline_round_trip(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
+    start = tree_state(project)
+    cli("turn", "begin", "--session", sid)
+    assert cli("write", "--session", sid, "logo.bin", stdin=bytes(reversed(range(256)))).rc == 0
+    assert cli("edit", "--session", sid, "src/pkg/crlf.txt", "--old", "two", "--new", "2").rc == 0
+    assert (project / "src/pkg/crlf.txt").read_bytes() == b"one\r\n2\r\n"
+    assert cli("edit", "--session", sid, "docs/guide.md", "--old", "final", "--new", "last").rc == 0
+    assert (project / "docs/guide.md").read_bytes() == b"no last newline"
+    shown = cli("write", "--session", sid, "lone-cr.txt", stdin=b"\xef\xbb\xbfbom\rlone cr\x00nul")
+    assert "Binary files differ (0 B -> 18 B)" in shown.lines
+    cli("write", "--session", sid, "empty.txt", stdin=b"")
+    cli("turn", "end", "--session", sid)
+    undo_all(cli)
+    assert tree_state(project) == start
+
+
+def test_names_that_are_not_utf8_round_trip(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
+    odd = os.fsdecode(b"caf\xe9 \xff.txt")
+    (project / odd).write_bytes(b"latin-1 name\n")
+    start = tree_state(project)
+    cli("turn", "begin", "--session", sid)
+    assert cli("edit", "--session", sid, odd, "--old", "latin-1", "--new", "odd").rc == 0
+    assert cli("write", "--session", sid, os.fsdecode(b"new-\xfe"), stdin=b"x").rc == 0
+    assert cli("write", "--session", sid, "--", "-leading-dash", stdin=b"x").rc == 0
+    assert cli("write", "--session", sid, "line\nbreak", stdin=b"x").rc == 0
+    log = cli("log", "--session", sid)
+    assert log.rc == 0 and "Traceback" not in log.err
+    cli("turn", "end", "--session", sid)
+    undo_all(cli)
+    assert tree_state(project) == start
+
+
+def test_a_200_mb_file_round_trips(engine: turnback.Engine, session: turnback.Session, project: Path) -> None:
+    big = project / "big.bin"
+    original = os.urandom(1 << 20) * 200  # 200 MiB; every 4 MiB chunk repeats, so the store keeps one
+    big.write_bytes(original)
+    engine.begin_turn(session.id, "big")
+    call = engine.edit(session.id, "README.md", "line two", "line 2", cwd=str(project))
+    engine.write(session.id, "big.bin", b"small now\n", cwd=str(project))
+    engine.end_turn(session.id)
+    assert call.changes
+    result = engine.apply(engine.plan_undo(session.id))
+    assert all(row.status == "done" for row in result.plan.rows)
+    assert big.read_bytes() == original
+    shown = engine.call(engine.log(session.id)[0].calls[1].id)
+    assert shown.changes[0].before.size == len(original)
+
+
+def test_an_unreadable_file_gets_a_clear_message(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
+    prefix = unprivileged_prefix()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: cannot make a file unreadable")
+    secret = project / "secret.txt"
+    secret.write_bytes(b"keep out\n")
+    secret.chmod(0o000)
+    try:
+        cli("turn", "begin", "--session", sid)
+        write = cli("write", "--session", sid, "secret.txt", stdin=b"over", prefix=prefix)
+        edit = cli("edit", "--session", sid, "secret.txt", "--old", "keep", "--new", "x", prefix=prefix)
+    finally:
+        secret.chmod(0o600)
+    for result in (write, edit):
+        assert result.rc == 1
+        assert result.err == "turnback: permission denied: secret.txt\n"
+    assert secret.read_bytes() == b"keep out\n"
