@@ -34,7 +34,7 @@ from turnback.model import (
     short_id,
 )
 from turnback.ops.apply import apply_plan
-from turnback.ops.busy import expire_dead_turns, refuse_if_busy
+from turnback.ops.busy import live_running_turns, refuse_if_busy
 from turnback.ops.plan import plan_revert, plan_undo, select_undo_turns
 from turnback.paths import RelPath, resolve_user_path
 from turnback.procs import process_start
@@ -77,6 +77,7 @@ class Engine:
     def __init__(self, store: Store, config: Config | None = None):
         self.store = store
         self.config = config or load_config(store.home)
+        self._real_home = os.path.realpath(store.home)
 
     @classmethod
     def open(
@@ -123,7 +124,7 @@ class Engine:
         real = os.path.realpath(root)
         if not os.path.isdir(real):
             raise UsageError(f"{root} is not a folder")
-        store_home = os.path.realpath(self.home)
+        store_home = self._real_home
         if real == store_home or real.startswith(store_home + os.sep):
             raise UnsafePathError(f"{root} is inside turnback's store; a project cannot live there")
         return self.store.register_project(real)
@@ -172,20 +173,19 @@ class Engine:
 
     def begin_turn(self, session_id: SessionId, message: str | None = None, *, holder_pid: int | None = None) -> Turn:
         """Begin a turn; it runs until :meth:`end_turn` or until the holding process ends."""
-        expire_dead_turns(self.store, session_id)
-        running = self.store.running_turns(session_id)
+        running = live_running_turns(self.store, session_id)
         if running:
-            turn = running[-1][0]
-            raise BusyError(f"turn {turn.number} is still running in this session; end it first (turnback turn end)")
+            raise BusyError(
+                f"turn {running[-1].number} is still running in this session; end it first (turnback turn end)"
+            )
         pid = holder_pid if holder_pid is not None else os.getpid()
         return self.store.create_turn(session_id, message, holder_pid=pid, holder_start=process_start(pid))
 
     def running_turn(self, session_id: SessionId) -> Turn:
-        expire_dead_turns(self.store, session_id)
-        running = self.store.running_turns(session_id)
+        running = live_running_turns(self.store, session_id)
         if not running:
             raise RefusedError("no turn is running in this session; begin one first (turnback turn begin)")
-        return running[-1][0]
+        return running[-1]
 
     def end_turn(self, session_id: SessionId) -> tuple[Turn, TurnSummary]:
         turn = self.running_turn(session_id)
@@ -214,7 +214,7 @@ class Engine:
 
     def log(self, session_id: SessionId) -> list[Turn]:
         """The session's turns, oldest first, with their calls and changes."""
-        expire_dead_turns(self.store, session_id)
+        live_running_turns(self.store, session_id)  # marks turns whose holder died as interrupted
         return self.store.turns(session_id, with_calls=True)
 
     # -- file tools ------------------------------------------------------------------------
@@ -223,7 +223,7 @@ class Engine:
         """A path typed by a user or agent, as a path in *project*; refused if outside it or in the store."""
         rel = resolve_user_path(project.root, cwd or project.root, path)
         absolute = os.path.join(project.root, rel)
-        store_home = os.path.realpath(self.home)
+        store_home = self._real_home
         if absolute == store_home or absolute.startswith(store_home + os.sep):
             raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never write")
         return rel
@@ -237,7 +237,7 @@ class Engine:
     def write(self, session_id: SessionId, path: str, data: bytes, *, cwd: str | None = None) -> Call:
         """Write *data* to *path* (making missing folders), keeping what it held before."""
         target = self._target(session_id)
-        return self.call(tools.record_write(target, self.resolve_path(target.project, path, cwd), data))
+        return self.store.call(tools.record_write(target, self.resolve_path(target.project, path, cwd), data))
 
     def edit(
         self,
@@ -252,22 +252,22 @@ class Engine:
         """Replace *old* by *new* in *path*: it must occur once, or every time with *replace_all*."""
         target = self._target(session_id)
         rel = self.resolve_path(target.project, path, cwd)
-        return self.call(tools.record_edit(target, rel, old, new, replace_all=replace_all))
+        return self.store.call(tools.record_edit(target, rel, old, new, replace_all=replace_all))
 
     def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
-        return self.call(tools.record_delete(target, self.resolve_path(target.project, path, cwd)))
+        return self.store.call(tools.record_delete(target, self.resolve_path(target.project, path, cwd)))
 
     def move(self, session_id: SessionId, src: str, dst: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
         project = target.project
-        return self.call(
+        return self.store.call(
             tools.record_move(target, self.resolve_path(project, src, cwd), self.resolve_path(project, dst, cwd))
         )
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
-        return self.call(tools.record_mkdir(target, self.resolve_path(target.project, path, cwd)))
+        return self.store.call(tools.record_mkdir(target, self.resolve_path(target.project, path, cwd)))
 
     def begin_call(
         self, session_id: SessionId, tool: str, raw_input: object = None, *, cwd: str | None = None
@@ -314,10 +314,14 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
-        turns = self.store.turns(session_id, with_calls=True)
-        if session.incognito and not any(t.changes for t in turns):
+        turns = self.store.turns(session_id)
+        changed = self.store.turns_with_changes(session_id)
+        if session.incognito and not changed:
             raise NothingToDoError("nothing to undo: this session is incognito, so it keeps no copies")
-        chosen = select_undo_turns(turns, number=turn, from_number=from_turn, force=force)
+        chosen = [
+            self.store.turn(t.id, with_calls=True)
+            for t in select_undo_turns(turns, changed, number=turn, from_number=from_turn, force=force)
+        ]
         project = self.project_of(session)
         plan = plan_undo(
             self.store,

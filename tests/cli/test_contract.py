@@ -146,7 +146,7 @@ def test_session_defaults_to_env_then_the_projects_latest(cli, project: Path, si
     assert cli("turn", "begin", "--json").json()["turn"]["number"] == 1  # the latest: `other`
     assert cli("log", "--json").json()["session"] == other
     assert cli("log", "--json", env={"TURNBACK_SESSION": sid}).json()["session"] == sid
-    assert cli("log", "--json", "--session", sid[:10]).json()["session"] == sid
+    assert cli("log", "--json", "--session", sid[:16]).json()["session"] == sid
     outside = cli("log", cwd=project.parent)
     assert outside.rc == 2
     assert "is in no turnback project" in outside.err

@@ -91,16 +91,18 @@ def _refuse_non_file(path: RelPath, state: FileState, verb: str) -> None:
         raise UnsafePathError(f"{path} is a FIFO, socket or device; turnback does not {verb} it")
 
 
-def _perform(
-    target: CallTarget,
-    tool: str,
-    raw_input: str,
-    changes: list[PlannedChange],
-    act: Callable[[], None],
-) -> CallId:
-    """Record *changes* for a new call, run *act*, and settle the record with what happened."""
+Prepared = tuple[list[PlannedChange], Callable[[], None]]
+
+
+def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[], Prepared]) -> CallId:
+    """Work out the call's changes and record them (one transaction), act, then settle the record.
+
+    *prepare* reads the disk, stores the states, and returns the changes and
+    the action that makes them; it raises to refuse the call.
+    """
     store = target.store
     with store.transaction():
+        changes, act = prepare()
         call_id = store.create_call(target.turn, tool, _clip(raw_input))
         change_ids = []
         if not target.incognito:
@@ -123,7 +125,8 @@ def _perform(
                     store.set_change_after(change_id, actual, partial=True)
             store.finish_call(call_id, "failed", str(exc) or type(exc).__name__)
         raise
-    with store.transaction():
+    # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
+    with store.transaction(durable=False):
         store.finish_call(call_id, "done")
     return call_id
 
@@ -145,18 +148,15 @@ def _stored_before(target: CallTarget, path: RelPath) -> FileState:
 
 def record_write(target: CallTarget, path: RelPath, data: bytes) -> CallId:
     """Write *data* to *path* (making missing folders), keeping what it held before."""
-    with target.store.transaction():
+
+    def prepare() -> Prepared:
         before = _stored_before(target, path)
         _refuse_non_file(path, before, "write")
         changes = _content_plan(target, path, data, before)
-    mode = changes[-1].after.mode or default_file_mode()
-    return _perform(
-        target,
-        "write",
-        _input_json(path=path, content=_content_text(data)),
-        changes,
-        lambda: target.tree.write_atomic(path, [data], mode, create_parents=True),
-    )
+        mode = changes[-1].after.mode or default_file_mode()
+        return changes, lambda: target.tree.write_atomic(path, [data], mode, create_parents=True)
+
+    return _perform(target, "write", _input_json(path=path, content=_content_text(data)), prepare)
 
 
 def record_edit(target: CallTarget, path: RelPath, old: str, new: str, *, replace_all: bool = False) -> CallId:
@@ -165,50 +165,54 @@ def record_edit(target: CallTarget, path: RelPath, old: str, new: str, *, replac
         raise UsageError("the old text is empty; give the text to replace")
     if old == new:
         raise UsageError("the old and the new text are the same; nothing would change")
-    entry = target.tree.lstat(path)
-    if entry is None:
-        raise UsageError(f"{path} does not exist; use write to create it")
-    if entry.is_dir:
-        raise UsageError(f"{path} is a folder; turnback can only edit a file")
-    if not entry.is_file:
-        raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback edits only regular files, never through links")
-    data = target.tree.read_bytes(path)
-    old_bytes, new_bytes = old.encode("utf-8"), new.encode("utf-8")
-    count = data.count(old_bytes)
-    if count == 0:
-        raise UsageError(f"the old text is not in {path}; nothing was changed")
-    if count > 1 and not replace_all:
-        raise UsageError(f"the old text occurs {count} times in {path}; give more of the text around it, or use --all")
-    edited = data.replace(old_bytes, new_bytes) if replace_all else data.replace(old_bytes, new_bytes, 1)
-    with target.store.transaction():
+
+    def prepare() -> Prepared:
+        entry = target.tree.lstat(path)
+        if entry is None:
+            raise UsageError(f"{path} does not exist; use write to create it")
+        if entry.is_dir:
+            raise UsageError(f"{path} is a folder; turnback can only edit a file")
+        if not entry.is_file:
+            raise UnsafePathError(
+                f"{path} is {entry.kind_name()}; turnback edits only regular files, never through links"
+            )
+        data = target.tree.read_bytes(path)
+        old_bytes, new_bytes = old.encode("utf-8"), new.encode("utf-8")
+        count = data.count(old_bytes)
+        if count == 0:
+            raise UsageError(f"the old text is not in {path}; nothing was changed")
+        if count > 1 and not replace_all:
+            raise UsageError(
+                f"the old text occurs {count} times in {path}; give more of the text around it, or use --all"
+            )
+        edited = data.replace(old_bytes, new_bytes, -1 if replace_all else 1)
         if target.incognito:
-            before = probe_state(target.tree, path, target.store)
+            before = FileState("file", size=len(data), mode=entry.permissions)
         else:
             blob, size = target.store.put_content([data])
             before = FileState("file", blob=blob, size=size, mode=entry.permissions)
         changes = _content_plan(target, path, edited, before)
-    return _perform(
-        target,
-        "edit",
-        _input_json(path=path, old=old, new=new, all=replace_all),
-        changes,
-        lambda: target.tree.write_atomic(path, [edited], entry.permissions, create_parents=False),
-    )
+        return changes, lambda: target.tree.write_atomic(path, [edited], entry.permissions)
+
+    return _perform(target, "edit", _input_json(path=path, old=old, new=new, all=replace_all), prepare)
 
 
 def record_delete(target: CallTarget, path: RelPath) -> CallId:
     """Delete the file, link or empty folder at *path*, keeping what it held."""
-    entry = target.tree.lstat(path)
-    if entry is None:
-        raise UsageError(f"{path} does not exist")
-    if not (entry.is_file or entry.is_symlink or entry.is_dir):
-        raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback does not delete it")
-    if entry.is_dir and target.tree.has_entries(path):
-        raise UsageError(f"{path} is a folder with files in it; delete its files first")
-    with target.store.transaction():
+
+    def prepare() -> Prepared:
+        entry = target.tree.lstat(path)
+        if entry is None:
+            raise UsageError(f"{path} does not exist")
+        if not (entry.is_file or entry.is_symlink or entry.is_dir):
+            raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback does not delete it")
+        if entry.is_dir and target.tree.has_entries(path):
+            raise UsageError(f"{path} is a folder with files in it; delete its files first")
         before = _stored_before(target, path)
-    act = (lambda: target.tree.rmdir(path)) if entry.is_dir else (lambda: target.tree.unlink(path))
-    return _perform(target, "delete", _input_json(path=path), [PlannedChange(path, before, ABSENT)], act)
+        act = (lambda: target.tree.rmdir(path)) if entry.is_dir else (lambda: target.tree.unlink(path))
+        return [PlannedChange(path, before, ABSENT)], act
+
+    return _perform(target, "delete", _input_json(path=path), prepare)
 
 
 def record_move(target: CallTarget, src: RelPath, dst: RelPath) -> CallId:
@@ -217,7 +221,8 @@ def record_move(target: CallTarget, src: RelPath, dst: RelPath) -> CallId:
         raise UsageError("the source and the destination are the same path")
     if dst.startswith(src + "/"):
         raise UsageError(f"cannot move {src} into itself")
-    with target.store.transaction():
+
+    def prepare() -> Prepared:
         src_before = _stored_before(target, src)
         if not src_before.exists:
             raise UsageError(f"{src} does not exist")
@@ -230,33 +235,27 @@ def record_move(target: CallTarget, src: RelPath, dst: RelPath) -> CallId:
             raise UsageError(f"{dst} is a folder; give the full path of the file to move to")
         if dst_before.kind == "special":
             raise UnsafePathError(f"{dst} is a FIFO, socket or device; turnback does not write over it")
-        parents = _missing_parents(target, dst)
-    changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in parents]
-    changes += [PlannedChange(src, src_before, ABSENT), PlannedChange(dst, dst_before, src_before)]
-    return _perform(
-        target,
-        "move",
-        _input_json(source=src, destination=dst),
-        changes,
-        lambda: target.tree.rename(src, dst, create_parents=True),
-    )
+        changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in _missing_parents(target, dst)]
+        changes += [PlannedChange(src, src_before, ABSENT), PlannedChange(dst, dst_before, src_before)]
+        return changes, lambda: target.tree.rename(src, dst, create_parents=True)
+
+    return _perform(target, "move", _input_json(source=src, destination=dst), prepare)
 
 
 def record_mkdir(target: CallTarget, path: RelPath) -> CallId:
     """Make the folder *path* and any missing folders above it; an existing folder is left as it is."""
-    entry = target.tree.lstat(path)
-    if entry is not None and not entry.is_dir:
-        raise UsageError(f"{path} exists and is {entry.kind_name()}, not a folder")
-    changes: list[PlannedChange] = []
-    if entry is None:
+
+    def prepare() -> Prepared:
+        entry = target.tree.lstat(path)
+        if entry is not None and not entry.is_dir:
+            raise UsageError(f"{path} exists and is {entry.kind_name()}, not a folder")
+        if entry is not None:
+            return [], lambda: None
         folders = [*_missing_parents(target, path), path]
         changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in folders]
+        return changes, lambda: target.tree.mkdir(path, create_parents=True)
 
-    def act() -> None:
-        if changes:
-            target.tree.mkdir(path, create_parents=True)
-
-    return _perform(target, "mkdir", _input_json(path=path), changes, act)
+    return _perform(target, "mkdir", _input_json(path=path), prepare)
 
 
 class CallRecorder:

@@ -16,25 +16,28 @@ from collections.abc import Iterator
 
 from turnback.errors import BusyError
 from turnback.fsio import ensure_private_dir
-from turnback.model import SessionId
+from turnback.model import SessionId, Turn
 from turnback.procs import process_alive
 from turnback.store import Store
 
 
-def expire_dead_turns(store: Store, session_id: SessionId) -> None:
-    """Mark turns whose holding process has ended as interrupted, so they stop blocking."""
+def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
+    """The session's running turns whose holder lives; a turn whose holder has ended is marked interrupted."""
+    live = []
     for turn, holder_start in store.running_turns(session_id):
         if turn.holder_pid is not None and not process_alive(turn.holder_pid, holder_start):
             with store.transaction():
                 store.end_turn(turn.id, "interrupted")
+        else:
+            live.append(turn)
+    return live
 
 
 def refuse_if_busy(store: Store, session_id: SessionId) -> None:
     """Raise :class:`BusyError` naming what runs in the session, if anything does."""
-    expire_dead_turns(store, session_id)
-    running = store.running_turns(session_id)
+    running = live_running_turns(store, session_id)
     if running:
-        turn = running[-1][0]
+        turn = running[-1]
         holder = f" (held by process {turn.holder_pid})" if turn.holder_pid else ""
         raise BusyError(
             f"turn {turn.number} is running in this session{holder}; "
@@ -66,4 +69,4 @@ def session_apply_lock(store: Store, session_id: SessionId) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["expire_dead_turns", "refuse_if_busy", "session_apply_lock"]
+__all__ = ["live_running_turns", "refuse_if_busy", "session_apply_lock"]

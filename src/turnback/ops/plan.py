@@ -64,6 +64,7 @@ class _Picture:
         self._tree = tree
         self._states: dict[RelPath, FileState | TurnbackError] = {}
         self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
+        self.blocked: dict[RelPath, _Row] = {}  # paths a skipped row stopped, by that row
 
     def get(self, path: RelPath) -> FileState | TurnbackError:
         if path not in self._states:
@@ -113,6 +114,32 @@ def _row_for_change(
     cut_short_reason: str,
     overwrite: bool,
 ) -> _Row:
+    row = _plan_change(
+        picture,
+        store,
+        change,
+        turn_id,
+        conflict_reason=conflict_reason,
+        cut_short_reason=cut_short_reason,
+        overwrite=overwrite,
+    )
+    if row.action == "skip":
+        # What the path holds now is not the agent's: no older change of it may act either,
+        # or it would write over that state a few rows below this skip.
+        picture.blocked.setdefault(row.path, row)
+    return row
+
+
+def _plan_change(
+    picture: _Picture,
+    store: Store,
+    change: Change,
+    turn_id: str | None,
+    *,
+    conflict_reason: Callable[[Change], str],
+    cut_short_reason: str,
+    overwrite: bool,
+) -> _Row:
     path, target = change.path, change.before
     missing = _copy_available(store, change)
     if missing:
@@ -120,6 +147,19 @@ def _row_for_change(
     current = picture.get(path)
     if isinstance(current, TurnbackError):
         return _Row(path, "skip", None, None, [change.id], turn_id, str(current))
+    blocked = picture.blocked.get(path)
+    if blocked is not None:
+        return _Row(
+            path,
+            "skip",
+            current,
+            target,
+            [change.id],
+            turn_id,
+            blocked.reason,
+            force_only=blocked.force_only,
+            conflict=blocked.conflict,
+        )
     if current.same_as(target):
         return _Row(path, "mark", current, target, [change.id], turn_id, "already holds the earlier content")
     if change.after is not None and current.same_as(change.after):
@@ -208,14 +248,16 @@ def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
 # -- undo ----------------------------------------------------------------------------------
 
 
-def select_undo_turns(turns: Sequence[Turn], *, number: int | None, from_number: int | None, force: bool) -> list[Turn]:
-    """The turns an undo acts on, newest first, by the stack rule.
+def select_undo_turns(
+    turns: Sequence[Turn], changed: set[str], *, number: int | None, from_number: int | None, force: bool
+) -> list[Turn]:
+    """The turns an undo acts on, newest first, by the stack rule (*changed*: ids of turns with changes).
 
     No number: the newest turn not undone. ``number``: that turn alone; a
     newer turn not undone refuses it unless ``force``. ``from_number``: that
     turn and every later one not yet fully undone.
     """
-    with_changes = [turn for turn in turns if turn.changes]
+    with_changes = [turn for turn in turns if turn.id in changed]
     if number is not None and from_number is not None:
         raise UsageError("give a turn number or --from, not both")
     if from_number is not None:
@@ -230,7 +272,7 @@ def select_undo_turns(turns: Sequence[Turn], *, number: int | None, from_number:
         if not matches:
             raise UsageError(f"the session has no turn {number}")
         turn = matches[0]
-        if not turn.changes:
+        if turn.id not in changed:
             raise NothingToDoError(f"nothing to undo: turn {number} changed no files")
         if turn.undone == "yes":
             raise NothingToDoError(f"nothing to undo: turn {number} is already undone")

@@ -50,8 +50,14 @@ class Database:
         self._conn.close()
 
     @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+    def transaction(self, *, durable: bool = True) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one.
+
+        ``durable=False`` commits with ``synchronous=NORMAL``: the commit is
+        atomic and consistent but may be lost on power failure (the next
+        durable commit makes it durable). Only for records whose loss leaves a
+        state turnback already handles.
+        """
         if self._depth:
             self._depth += 1
             try:
@@ -60,6 +66,8 @@ class Database:
                 self._depth -= 1
             return
         try:
+            if not durable:
+                self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
             raise _map_error(exc) from exc
@@ -70,6 +78,8 @@ class Database:
             self._depth = 0
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
+                if not durable:
+                    self._conn.execute("PRAGMA synchronous=FULL")
             raise
         self._depth = 0
         try:
@@ -78,6 +88,9 @@ class Database:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
             raise _map_error(exc) from exc
+        finally:
+            if not durable:
+                self._conn.execute("PRAGMA synchronous=FULL")
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         try:

@@ -169,9 +169,9 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> contextlib.AbstractContextManager[None]:
+    def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
         """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
-        return self.db.transaction()
+        return self.db.transaction(durable=durable)
 
     @property
     def trash_root(self) -> str:
@@ -384,6 +384,15 @@ class Store:
         if row is None:
             raise UsageError(f"the session has no turn {number}")
         return self._turn_from_row(row)
+
+    def turns_with_changes(self, session_id: SessionId) -> set[str]:
+        """Ids of the session's turns that recorded at least one change."""
+        rows = self.db.all(
+            "SELECT DISTINCT calls.turn_id FROM calls JOIN changes ON changes.call_id = calls.id"
+            " WHERE calls.session_id=?",
+            (session_id,),
+        )
+        return {row[0] for row in rows}
 
     def running_turns(self, session_id: SessionId) -> list[tuple[Turn, int | None]]:
         """Turns begun and not ended, with the start time of the process holding each."""
