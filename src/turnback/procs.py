@@ -43,7 +43,12 @@ def process_alive(pid: int, start: int | None) -> bool:
         return True  # no /proc here: the pid is all there is to go by
     if fields[:1] == [b"Z"]:
         return False  # a zombie has ended; only its parent has not collected it yet
-    return start is None or process_start(pid) == start
+    if start is None:
+        return True
+    try:
+        return int(fields[19]) == start
+    except (IndexError, ValueError):
+        return True
 
 
 __all__ = ["process_alive", "process_start"]

@@ -40,6 +40,8 @@ CUT_SHORT_REVERT = "the call may be cut short, so what it wrote is unknown; --an
 LINK_IN_PLACE = "a symbolic link is in its place; the link and the file it points to are left alone"
 SPECIAL_IN_PLACE = "a FIFO, socket or device is in its place; it is left alone"
 EVICTED = "copy dropped by the size cap"
+ALREADY_EARLIER = "already holds the earlier content"
+LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
 COPY_MISSING = "the earlier copy is missing from the store"
 
 
@@ -65,6 +67,7 @@ class _Picture:
         self._states: dict[RelPath, FileState | TurnbackError] = {}
         self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
         self.blocked: dict[RelPath, _Row] = {}  # paths a skipped row stopped, by that row
+        self.seen_paths: set[RelPath] = set()  # paths whose newest change in the plan was already planned
 
     def get(self, path: RelPath) -> FileState | TurnbackError:
         if path not in self._states:
@@ -113,6 +116,7 @@ def _row_for_change(
     conflict_reason: Callable[[Change], str],
     cut_short_reason: str,
     overwrite: bool,
+    later_pending: Callable[[Change], str | None] = lambda _change: None,
 ) -> _Row:
     row = _plan_change(
         picture,
@@ -122,6 +126,7 @@ def _row_for_change(
         conflict_reason=conflict_reason,
         cut_short_reason=cut_short_reason,
         overwrite=overwrite,
+        later_pending=later_pending,
     )
     if row.action == "skip":
         # What the path holds now is not the agent's: no older change of it may act either,
@@ -139,6 +144,7 @@ def _plan_change(
     conflict_reason: Callable[[Change], str],
     cut_short_reason: str,
     overwrite: bool,
+    later_pending: Callable[[Change], str | None],
 ) -> _Row:
     path, target = change.path, change.before
     missing = _copy_available(store, change)
@@ -160,8 +166,13 @@ def _plan_change(
             force_only=blocked.force_only,
             conflict=blocked.conflict,
         )
+    if not overwrite and path not in picture.seen_paths:
+        later = later_pending(change)
+        if later is not None:
+            return _Row(path, "skip", current, target, [change.id], turn_id, later, force_only=True, conflict=True)
+    picture.seen_paths.add(path)
     if current.same_as(target):
-        return _Row(path, "mark", current, target, [change.id], turn_id, "already holds the earlier content")
+        return _Row(path, "mark", current, target, [change.id], turn_id, ALREADY_EARLIER)
     if change.after is not None and current.same_as(change.after):
         picture.set(path, target)
         return _Row(path, _acting(target, current), current, target, [change.id], turn_id)
@@ -191,19 +202,23 @@ def _merge_chains(rows: list[_Row]) -> list[_Row]:
     last_acting: dict[RelPath, int] = {}
     for index, row in enumerate(rows):
         previous = last_acting.get(row.path)
-        joinable = row.action in ("restore", "trash", "mark") and not row.conflict
+        # A conflict row keeps its place so what it overwrites goes to the trash; one that overwrites
+        # nothing (the path is absent or a folder) has nothing to keep and joins like any other.
+        displaces = row.expect is not None and row.expect.kind in ("file", "symlink")
+        joinable = row.action in ("restore", "trash", "mark") and not (row.conflict and displaces)
         if joinable and previous is not None:
             first = merged[previous]
             assert first is not None and first.expect is not None and row.target is not None
             merged[previous] = None
+            action = _acting(row.target, first.expect)
             merged[index] = _Row(
                 row.path,
-                _acting(row.target, first.expect),
+                action,
                 first.expect,
                 row.target,
                 first.change_ids + row.change_ids,
                 first.turn_id,
-                first.reason or row.reason,
+                ALREADY_EARLIER if action == "mark" else None,
             )
             last_acting[row.path] = index
         elif joinable:
@@ -304,6 +319,12 @@ def plan_undo(
 ) -> Plan:
     """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
     picture = _Picture(store, tree)
+    in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
+
+    def later_pending(change: Change) -> str | None:
+        later = store.pending_later_call(project.id, change.path, change.call_id, in_plan)
+        return LATER_CALL.format(call=short_id(later)) if later else None
+
     rows: list[_Row] = []
     for turn in turns:
         for call in reversed(turn.calls):
@@ -319,6 +340,7 @@ def plan_undo(
                         conflict_reason=lambda _change: UNDO_CONFLICT,
                         cut_short_reason=CUT_SHORT_UNDO,
                         overwrite=force,
+                        later_pending=later_pending,
                     )
                 )
     return Plan(

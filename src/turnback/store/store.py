@@ -563,6 +563,22 @@ class Store:
         )
         return [CallId(row[0]) for row in rows]
 
+    def pending_later_call(
+        self, project_id: ProjectId, path: RelPath, call_id: CallId, excluding: set[str]
+    ) -> CallId | None:
+        """The newest call after *call_id* (any session of the project, not in *excluding*) whose change
+        of *path* is not taken back: while it stands, an undo of *call_id*'s change must not act."""
+        rows = self.db.all(
+            "SELECT calls.id FROM changes JOIN calls ON calls.id = changes.call_id"
+            " WHERE changes.project_id=? AND changes.path_id=? AND changes.reverted=0"
+            " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid DESC",
+            (project_id, self.path_id(project_id, path), call_id),
+        )
+        for row in rows:
+            if row[0] not in excluding:
+                return CallId(row[0])
+        return None
+
     def mark_changes_reverted(self, change_ids: Iterable[int], reverted: bool = True) -> None:
         ids = list(change_ids)
         if ids:
