@@ -258,34 +258,53 @@ ESCAPE_KINDS = [
 
 
 @pytest.mark.parametrize("kind", ESCAPE_KINDS)
-def test_paths_outside_the_project_are_refused_before_any_write(
+def test_paths_outside_the_project_are_copied_first_and_undone_exactly(
     home: Path, deep_project: Path, tmp_path: Path, kind: str
 ) -> None:
+    """In the default mode (auto) a file tool may write outside the project: it copies first, undo puts it back."""
+
     def cli(*args: str, stdin: bytes = b"") -> Result:
         return run_cli(home, *args, cwd=deep_project, stdin=stdin)
 
     session = start_turn(cli)
     path = escaping_paths(tmp_path)[kind]
     before = outside_state(tmp_path)
-    attempts = [
-        ("write", "--session", session, path),
-        ("edit", "--session", session, path, "--old", "OLD", "--new", "NEW"),
-        ("rm", "--session", session, path),
-        ("mv", "--session", session, path, "moved-in.txt"),
-        ("mv", "--session", session, "README.md", path),
-        ("mkdir", "--session", session, path),
-    ]
-    for args in attempts:
-        result = cli(*args, stdin=b"evil\n")
-        assert_clean_refusal(result)
-        assert "outside the project" in result.err, (args, result.err)
+    for args in (("mv", "--session", session, path, "moved-in.txt"), ("mv", "--session", session, "README.md", path)):
+        refused = cli(*args)
+        assert_clean_refusal(refused)
+        assert "moves files inside the project only" in refused.err
         assert outside_state(tmp_path) == before, args
-
+    existing = os.path.lexists(os.path.join(deep_project, path)) if not os.path.isabs(path) else os.path.lexists(path)
+    if existing:
+        edited = cli("edit", "--session", session, path, "--old", "OLD", "--new", "NEW")
+        assert edited.rc == 0, edited.err
+    written = cli("write", "--session", session, path, "--json", stdin=b"evil\n")
+    assert written.rc == 0, written.err
+    [change] = written.json()["call"]["changes"]  # type: ignore[index]
+    assert os.path.isabs(change["path"]) and change["kind"] == ("modified" if existing else "new")
+    assert outside_state(tmp_path) != before
     end_turn(cli, session)
-    log = cli("log", "--json")
-    assert log.rc == 0, log.err
-    assert "moved-in" not in log.out
+    undone = cli("undo", "--yes")
+    assert undone.rc == 0, undone.err
     assert outside_state(tmp_path) == before
+
+
+def test_outside_writes_in_manual_mode_are_not_covered(home: Path, deep_project: Path, tmp_path: Path) -> None:
+    def cli(*args: str, stdin: bytes = b"") -> Result:
+        return run_cli(home, *args, cwd=deep_project, stdin=stdin)
+
+    session = start_turn(cli)
+    (home / "config.toml").write_text('mode = "manual"\n')
+    target = tmp_path / "outside" / "abs.txt"
+    assert cli("write", "--session", session, str(target), stdin=b"manual\n").rc == 0
+    end_turn(cli, session)
+    preview = cli("undo", "--dry-run")
+    assert preview.rc == 0
+    assert "not covered ~/outside/abs.txt (mode manual copies nothing outside the project)" in preview.lines
+    undone = cli("undo", "--yes")
+    assert undone.rc == 1  # nothing could be done
+    assert undone.lines[-1] == "not covered ~/outside/abs.txt (mode manual copies nothing outside the project)"
+    assert target.read_bytes() == b"manual\n"
 
 
 def test_nul_in_a_path_is_refused_by_every_tool(engine: turnback.Engine, project: Path, tmp_path: Path) -> None:
@@ -416,15 +435,6 @@ def test_tools_refuse_a_parent_folder_that_is_a_link_to_outside(cli, project: Pa
         ("edit", "--session", session, "link-to-readme", "--old", "line two", "--new", "evil"),
     ):
         result = cli(*args, stdin=b"evil\n")
-        assert_clean_refusal(result)
-        assert outside_state(tmp_path) == before, args
-    # Run from inside the linked folder: relative paths resolve to the outside folder and are refused.
-    for args in (
-        ("write", "--session", session, "new.txt"),
-        ("write", "--session", session, "existing.txt"),
-        ("rm", "--session", session, "existing.txt"),
-    ):
-        result = cli(*args, stdin=b"evil\n", cwd=project / "linkdir")
         assert_clean_refusal(result)
         assert outside_state(tmp_path) == before, args
     end_turn(cli, session)

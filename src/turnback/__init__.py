@@ -41,7 +41,7 @@ from turnback.model import (
     TurnSummary,
     short_id,
 )
-from turnback.store.home import default_home, env_key_secret, env_session, keyring_allowed
+from turnback.store.home import default_home, env_key_secret, env_no_color, env_session, keyring_allowed
 
 __version__ = "0.1.0"
 
@@ -81,6 +81,7 @@ __all__ = [
     "__version__",
     "default_home",
     "env_key_secret",
+    "env_no_color",
     "env_session",
     "keyring_allowed",
     "open",

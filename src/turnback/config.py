@@ -16,10 +16,22 @@ from turnback.errors import UsageError
 CONFIG_NAME = "config.toml"
 
 
+MODES = ("auto", "full", "manual", "cautious")
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     diff_lines: int = 20
     groups: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+    max_file_mib: int = 16
+    exclude: tuple[str, ...] = ()
+    home_max_files: int = 2000
+    home_max_mib: int = 256
+    mode: str = "auto"
+
+    @property
+    def max_file_bytes(self) -> int:
+        return self.max_file_mib << 20
 
 
 def _int(value: Any, key: str, *, minimum: int = 0) -> int:
@@ -44,7 +56,22 @@ def load_config(home: str) -> Config:
         if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
             raise UsageError(f"config.toml: diff.groups.{name} must be a list of globs")
         groups.append((name, tuple(globs)))
-    return Config(diff_lines=diff_lines, groups=tuple(groups))
+    snapshot = data.get("snapshot", {})
+    exclude = snapshot.get("exclude", [])
+    if not isinstance(exclude, list) or not all(isinstance(g, str) for g in exclude):
+        raise UsageError("config.toml: snapshot.exclude must be a list of globs")
+    mode = data.get("mode", "auto")
+    if mode not in MODES:
+        raise UsageError(f"config.toml: mode must be one of {', '.join(MODES)}, not {mode!r}")
+    return Config(
+        diff_lines=diff_lines,
+        groups=tuple(groups),
+        max_file_mib=_int(snapshot.get("max_file_mib", 16), "snapshot.max_file_mib", minimum=1),
+        exclude=tuple(exclude),
+        home_max_files=_int(snapshot.get("home_max_files", 2000), "snapshot.home_max_files"),
+        home_max_mib=_int(snapshot.get("home_max_mib", 256), "snapshot.home_max_mib"),
+        mode=mode,
+    )
 
 
-__all__ = ["CONFIG_NAME", "Config", "load_config"]
+__all__ = ["CONFIG_NAME", "MODES", "Config", "load_config"]

@@ -9,13 +9,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+import subprocess
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO
 
 from turnback.capture import calls as tools
+from turnback.capture import commands, git
 from turnback.capture.calls import CallRecorder, CallTarget
+from turnback.capture.scan import ScanRules, decode_snapshot
 from turnback.config import Config, load_config
 from turnback.errors import BusyError, NothingToDoError, RefusedError, UnsafePathError, UsageError
-from turnback.fsio import Tree
+from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
     BlobId,
     Call,
@@ -36,10 +42,19 @@ from turnback.model import (
 from turnback.ops.apply import apply_plan
 from turnback.ops.busy import live_running_turns, refuse_if_busy
 from turnback.ops.plan import plan_revert, plan_undo, select_undo_turns
-from turnback.paths import RelPath, resolve_user_path
-from turnback.procs import process_start
-from turnback.render.summary import call_title, net_changes, summary_line, turn_title
+from turnback.paths import RelPath, absolute_user_path, make_rel_path
+from turnback.procs import process_alive, process_start
+from turnback.render import views
+from turnback.render.summary import NetChange, call_title, command_line, net_changes, summary_line, turn_title
 from turnback.store import Store
+
+
+class CommandNotStarted(UsageError):
+    """The command could not be started (not found, not executable); ``errno`` tells which."""
+
+    def __init__(self, message: str, errno: int | None):
+        super().__init__(message)
+        self.errno = errno
 
 
 class CallHandle:
@@ -51,8 +66,8 @@ class CallHandle:
         self._cwd = cwd
         self.id = recorder.id
 
-    def _path(self, path: str) -> RelPath:
-        return self._engine.resolve_path(self._recorder.target.project, path, self._cwd)
+    def _path(self, path: str) -> tools.Location:
+        return self._engine.locate(self._recorder.target.project, path, self._cwd)
 
     def before(self, path: str) -> None:
         self._recorder.before(self._path(path))
@@ -69,6 +84,76 @@ class CallHandle:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.end(failed=(str(exc) or type(exc).__name__) if exc is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """Whether turnback can take back what a command may destroy, and if not, why."""
+
+    covered: bool
+    reasons: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnDiff:
+    """What one turn changed, path by path, and which of those paths git ignores (contents never shown)."""
+
+    turn: Turn
+    changes: tuple[NetChange, ...]
+    ignored: frozenset[str]
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """A shell command's call, its exit status (``None`` while it runs on), and the ``changed …`` line."""
+
+    call: Call
+    exit_code: int | None
+    timed_out: bool
+    line: str
+
+
+class TurnHandle:
+    """A running turn, for a harness embedding turnback: ``with engine.start_turn(sid, msg) as turn: ...``."""
+
+    def __init__(self, engine: Engine, turn: Turn, cwd: str | None):
+        self._engine = engine
+        self.turn = turn
+        self.session_id = turn.session_id
+        self._cwd = cwd
+
+    def run(self, argv: Sequence[str], **options: object) -> CommandResult:
+        """Run a shell command in the turn; see :meth:`Engine.run_command`."""
+        options.setdefault("cwd", self._cwd)
+        return self._engine.run_command(self.session_id, argv, **options)  # type: ignore[arg-type]
+
+    def write(self, path: str, data: bytes) -> Call:
+        return self._engine.write(self.session_id, path, data, cwd=self._cwd)
+
+    def edit(self, path: str, old: str, new: str, *, replace_all: bool = False) -> Call:
+        return self._engine.edit(self.session_id, path, old, new, replace_all=replace_all, cwd=self._cwd)
+
+    def delete(self, path: str) -> Call:
+        return self._engine.delete(self.session_id, path, cwd=self._cwd)
+
+    def move(self, src: str, dst: str) -> Call:
+        return self._engine.move(self.session_id, src, dst, cwd=self._cwd)
+
+    def mkdir(self, path: str) -> Call:
+        return self._engine.mkdir(self.session_id, path, cwd=self._cwd)
+
+    def call(self, tool: str, raw_input: object = None) -> CallHandle:
+        return self._engine.begin_call(self.session_id, tool, raw_input, cwd=self._cwd)
+
+    def end(self) -> TurnSummary:
+        return self._engine.end_turn(self.session_id)[1]
+
+    def __enter__(self) -> TurnHandle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
 
 
 class Engine:
@@ -179,7 +264,21 @@ class Engine:
                 f"turn {running[-1].number} is still running in this session; end it first (turnback turn end)"
             )
         pid = holder_pid if holder_pid is not None else os.getpid()
-        return self.store.create_turn(session_id, message, holder_pid=pid, holder_start=process_start(pid))
+        project = self.project_of(self.store.session(session_id))
+        return self.store.create_turn(
+            session_id, message, holder_pid=pid, holder_start=process_start(pid), refs=git.read_refs(project.root)
+        )
+
+    def start_turn(
+        self,
+        session_id: SessionId,
+        message: str | None = None,
+        *,
+        cwd: str | None = None,
+        holder_pid: int | None = None,
+    ) -> TurnHandle:
+        """Begin a turn and return a handle to work in it (the library's ``turn.run(...)``, ``turn.write(...)``)."""
+        return TurnHandle(self, self.begin_turn(session_id, message, holder_pid=holder_pid), cwd)
 
     def running_turn(self, session_id: SessionId) -> Turn:
         running = live_running_turns(self.store, session_id)
@@ -188,20 +287,54 @@ class Engine:
         return running[-1]
 
     def end_turn(self, session_id: SessionId) -> tuple[Turn, TurnSummary]:
+        """End the running turn: record the git refs it moved, and sum up what it changed."""
         turn = self.running_turn(session_id)
+        before = self.store.refs_at_turn_start(turn.id)
+        after = git.read_refs(self.project_of(self.store.session(session_id)).root) if before is not None else None
         with self.store.transaction():
+            if before is not None and after is not None:
+                moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
+                self.store.add_ref_changes(turn.id, moved)
             self.store.end_turn(turn.id, "ended")
         ended = self.store.turn(turn.id, with_calls=True)
         return ended, self.turn_summary(ended)
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
-        changes = [c for c in net_changes(turn.calls, self.load) if "dir" not in (c.before.kind, c.after.kind)]
+        """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""
+        changes = net_changes(turn.calls, self.load)
+        files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
+        project = self.project_of(self.store.session(turn.session_id))
         return TurnSummary(
-            files=len(changes),
-            added=sum(c.added for c in changes),
-            removed=sum(c.removed for c in changes),
+            files=len(files),
+            added=sum(c.added for c in files),
+            removed=sum(c.removed for c in files),
             line=summary_line(changes, self.config.groups),
+            notes=tuple(
+                views.turn_notes(changes, unasked=any(c.unasked for c in turn.calls), project_root=project.root)
+            ),
         )
+
+    def turn_diff(self, session_id: SessionId, ref: str | None = None) -> TurnDiff:
+        """What a turn changed (the newest, or the one *ref* names), with the files git ignores."""
+        if ref is None:
+            turns = self.store.turns(session_id)
+            if not turns:
+                raise NothingToDoError("the session has no turn yet")
+            turn = self.store.turn(turns[-1].id, with_calls=True)
+        else:
+            turn = self.turn(session_id, ref)
+        changes = net_changes(turn.calls, self.load)
+        project = self.project_of(self.store.session(session_id))
+        paths = [c.path for c in changes if not c.outside and "dir" not in (c.before.kind, c.after.kind)]
+        note = None
+        try:
+            ignored = git.ignored_paths(
+                project.root, paths, scratch_git_dir=os.path.join(self.home, "gitignore-scratch.git")
+            )
+        except UnsafePathError:
+            ignored = set(paths)
+            note = "git cannot run here, so turnback cannot tell which files are ignored: no contents are shown"
+        return TurnDiff(turn, tuple(changes), frozenset(ignored), note)
 
     def turn(self, session_id: SessionId, ref: str) -> Turn:
         """The turn *ref* names in the session: its number, or a unique id prefix."""
@@ -219,14 +352,36 @@ class Engine:
 
     # -- file tools ------------------------------------------------------------------------
 
+    def locate(self, project: Project, path: str, cwd: str | None) -> tools.Location:
+        """Where a path typed by a user or agent is written: in the project, or outside it per ``mode``.
+
+        Outside the project, ``auto`` and ``full`` keep a copy, ``manual`` and
+        ``cautious`` keep none (the write is recorded as not covered). The
+        store itself, and any ``.git`` folder, are refused.
+        """
+        absolute = absolute_user_path(cwd or project.root, path)
+        parent, name = os.path.split(absolute)
+        real = os.path.join(os.path.realpath(parent), name) if name else absolute
+        store_home = self._real_home
+        if real == store_home or real.startswith(store_home + os.sep):
+            raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never write")
+        root = project.root.rstrip("/")
+        if absolute == root or real == root:
+            raise UsageError(f"{path} is the project root itself, not a file in it")
+        if absolute.startswith(root + "/"):
+            return tools.Location(Tree(project.root), make_rel_path(absolute[len(root) + 1 :]))
+        if real.startswith(root + "/"):
+            raise UnsafePathError(f"{path} reaches into the project through a link; turnback does not follow links")
+        mode = self.config.mode
+        uncovered = None if mode in ("auto", "full") else f"mode {mode} copies nothing outside the project"
+        return tools.Location(ROOT_TREE, make_rel_path(real.lstrip("/")), outside=True, uncovered=uncovered)
+
     def resolve_path(self, project: Project, path: str, cwd: str | None) -> RelPath:
         """A path typed by a user or agent, as a path in *project*; refused if outside it or in the store."""
-        rel = resolve_user_path(project.root, cwd or project.root, path)
-        absolute = os.path.join(project.root, rel)
-        store_home = self._real_home
-        if absolute == store_home or absolute.startswith(store_home + os.sep):
-            raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never write")
-        return rel
+        where = self.locate(project, path, cwd)
+        if where.outside:
+            raise UnsafePathError(f"{path} is outside the project {project.root}")
+        return where.rel
 
     def _target(self, session_id: SessionId) -> CallTarget:
         session = self.store.session(session_id)
@@ -237,7 +392,7 @@ class Engine:
     def write(self, session_id: SessionId, path: str, data: bytes, *, cwd: str | None = None) -> Call:
         """Write *data* to *path* (making missing folders), keeping what it held before."""
         target = self._target(session_id)
-        return self.store.call(tools.record_write(target, self.resolve_path(target.project, path, cwd), data))
+        return self.store.call(tools.record_write(target, self.locate(target.project, path, cwd), data))
 
     def edit(
         self,
@@ -251,23 +406,23 @@ class Engine:
     ) -> Call:
         """Replace *old* by *new* in *path*: it must occur once, or every time with *replace_all*."""
         target = self._target(session_id)
-        rel = self.resolve_path(target.project, path, cwd)
-        return self.store.call(tools.record_edit(target, rel, old, new, replace_all=replace_all))
+        where = self.locate(target.project, path, cwd)
+        return self.store.call(tools.record_edit(target, where, old, new, replace_all=replace_all))
 
     def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
-        return self.store.call(tools.record_delete(target, self.resolve_path(target.project, path, cwd)))
+        return self.store.call(tools.record_delete(target, self.locate(target.project, path, cwd)))
 
     def move(self, session_id: SessionId, src: str, dst: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
         project = target.project
         return self.store.call(
-            tools.record_move(target, self.resolve_path(project, src, cwd), self.resolve_path(project, dst, cwd))
+            tools.record_move(target, self.locate(project, src, cwd), self.locate(project, dst, cwd))
         )
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
-        return self.store.call(tools.record_mkdir(target, self.resolve_path(target.project, path, cwd)))
+        return self.store.call(tools.record_mkdir(target, self.locate(target.project, path, cwd)))
 
     def begin_call(
         self, session_id: SessionId, tool: str, raw_input: object = None, *, cwd: str | None = None
@@ -284,6 +439,234 @@ class Engine:
         turn = self.store.turn(call.turn_id)
         target = CallTarget(self.store, Tree(project.root), project, turn, session.incognito)
         return CallHandle(self, CallRecorder(target, call.id), cwd)
+
+    # -- shell commands and background jobs ----------------------------------------------
+
+    def _scan_rules(self) -> ScanRules:
+        return ScanRules(
+            max_file_bytes=self.config.max_file_bytes,
+            exclude=self.config.exclude,
+            max_file_mib=self.config.max_file_mib,
+        )
+
+    def _outside_rules(self) -> commands.OutsideRules:
+        return commands.OutsideRules(self.config.mode, self.config.home_max_files, self.config.home_max_mib)
+
+    def _command_result(self, call_id: CallId, exit_code: int | None, *, timed_out: bool = False) -> CommandResult:
+        call = self.store.call(call_id)
+        return CommandResult(call, exit_code, timed_out, command_line(call.changes, self.load))
+
+    def run_command(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdout: IO[bytes] | int | None = None,
+        stderr: IO[bytes] | int | None = None,
+        unasked: bool = False,
+    ) -> CommandResult:
+        """Run a shell command as a call: scan, run (output passed through), scan; the difference is its change.
+
+        A command still running after *timeout* seconds is left running: a
+        detached watcher records its changes when it ends, and the session is
+        busy until then (the result has ``timed_out`` and no exit status).
+        *unasked*: the harness ran it without asking, because :meth:`covers`
+        said turnback can undo it.
+        """
+        if not argv:
+            raise UsageError("give the command to run")
+        target = self._target(session_id)
+        workdir = os.path.realpath(cwd or target.project.root)
+        if target.incognito:
+            with self.store.transaction():
+                call_id = self.store.create_call(
+                    target.turn, "exec", json.dumps({"command": list(argv)}), kind="command"
+                )
+            code = subprocess.run(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False).returncode
+            with self.store.transaction():
+                self.store.finish_call(call_id, "done", exit_code=code)
+            return self._command_result(call_id, code)
+        call_id, before = commands.start_call(
+            target, argv, workdir, self._scan_rules(), self._outside_rules(), kind="command", unasked=unasked
+        )
+        with self.store.transaction():
+            self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
+        try:
+            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr)
+        except OSError as exc:
+            with self.store.transaction():
+                self.store.finish_call(call_id, "failed", f"{argv[0]}: {exc.strerror}")
+            raise CommandNotStarted(f"{argv[0]}: {exc.strerror}", exc.errno) from exc
+        with self.store.transaction():
+            self.store.set_call_processes(call_id, pid=proc.pid, pid_start=process_start(proc.pid))
+        try:
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            watcher = commands.spawn_helper(self.home, ["_watch", call_id], cwd=target.project.root)
+            with self.store.transaction():
+                self.store.set_call_processes(
+                    call_id, watcher_pid=watcher.pid, watcher_start=process_start(watcher.pid)
+                )
+            return self._command_result(call_id, None, timed_out=True)
+        except KeyboardInterrupt:
+            code = proc.wait()  # the command got the same interrupt; record what it did before it ended
+        commands.finish_call(
+            self.store,
+            target.project,
+            self.store.call(call_id),
+            before,
+            self._scan_rules(),
+            self._outside_rules(),
+            exit_code=code,
+        )
+        return self._command_result(call_id, code)
+
+    def start_job(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        output: str | None = None,
+        unasked: bool = False,
+    ) -> Call:
+        """Start a background job: a detached runner runs *argv* and records its changes when it ends.
+
+        Its output goes to the file *output* (appended), else nowhere. The
+        job's changes join the current turn; undoing that turn then needs
+        ``--force``, and an undo is refused while the job runs.
+        """
+        if not argv:
+            raise UsageError("give the command to run")
+        target = self._target(session_id)
+        if target.incognito:
+            raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
+        workdir = os.path.realpath(cwd or target.project.root)
+        call_id, _ = commands.start_call(
+            target, argv, workdir, self._scan_rules(), self._outside_rules(), kind="job", unasked=unasked
+        )
+        options = ["--cwd", workdir, *(["--output", os.path.abspath(output)] if output else [])]
+        args = ["_job", *options, call_id, "--", *argv]
+        runner = commands.spawn_helper(self.home, args, cwd=workdir)
+        with self.store.transaction():
+            self.store.set_call_processes(call_id, watcher_pid=runner.pid, watcher_start=process_start(runner.pid))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            call = self.store.call(call_id)
+            if call.pid is not None or call.status != "running":
+                break
+            if runner.poll() is not None:
+                with self.store.transaction():
+                    self.store.finish_call(call_id, "failed", "the job runner stopped before starting the command")
+                break
+            time.sleep(0.02)
+        return self.store.call(call_id)
+
+    def run_job(self, call_id: CallId, argv: Sequence[str], *, cwd: str, output: str | None) -> None:
+        """The job runner's part (in its own detached process): run the command, wait, record its changes."""
+        call = self.store.call(call_id)
+        project = self.project_of(self.store.session(call.session_id))
+        before = commands.load_call_before(self.store, call_id)
+        sink = open(output, "ab") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
+        try:
+            try:
+                proc = subprocess.Popen(
+                    list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, process_group=0
+                )
+            except OSError as exc:
+                with self.store.transaction():
+                    self.store.finish_call(call_id, "failed", f"{argv[0]}: {exc.strerror}")
+                return
+            with self.store.transaction():
+                self.store.set_call_processes(call_id, pid=proc.pid, pid_start=process_start(proc.pid))
+            code = proc.wait()
+        finally:
+            if not isinstance(sink, int):
+                sink.close()
+        commands.finish_call(
+            self.store,
+            project,
+            self.store.call(call_id),
+            before,
+            self._scan_rules(),
+            self._outside_rules(),
+            exit_code=code,
+        )
+
+    def watch_command(self, call_id: CallId) -> None:
+        """The watcher's part (in its own detached process): wait for a command past its timeout, record its changes."""
+        call = self.store.call(call_id)
+        pid, pid_start, _, _ = self.store.call_processes(call_id)
+        if pid is not None:
+            commands.wait_for_process(pid, pid_start)
+        project = self.project_of(self.store.session(call.session_id))
+        before = commands.load_call_before(self.store, call_id)
+        commands.finish_call(
+            self.store,
+            project,
+            self.store.call(call_id),
+            before,
+            self._scan_rules(),
+            self._outside_rules(),
+            exit_code=None,
+        )
+
+    def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
+        """Whether an undo can take back everything *argv* may destroy, so a harness may run it without asking.
+
+        No for ``shred`` and ``git clean -x``/``-X``; no when a path the
+        command names (or a path below it) is left out of the snapshots (too
+        large, excluded, unreadable); no for an outside path the mode does not
+        copy, or an outside folder over the copy limits.
+        """
+        if not argv:
+            raise UsageError("give the command to check")
+        session = self.store.session(session_id)
+        project = self.project_of(session)
+        workdir = os.path.realpath(cwd or project.root)
+        reasons: list[str] = []
+        program = os.path.basename(argv[0])
+        words = [w for arg in argv for w in (arg.split() if " " in arg else [arg])]
+        if program == "shred" or "shred" in words:
+            reasons.append("shred destroys file contents on purpose")
+        if "git" in words and "clean" in words:
+            flags = [w for w in words if w.startswith("-") and not w.startswith("--")]
+            if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
+                reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
+        cached = self.store.latest_snapshot(project.id)
+        snapshot = (decode_snapshot(cached) if cached else None) or commands.scan_project(
+            self.store, project, self._scan_rules()
+        )
+        outside = self._outside_rules()
+        for path in commands.named_paths(argv, workdir):
+            if commands.is_inside(path, project.root):
+                rel = os.path.relpath(path, project.root)
+                for entry_path, entry in snapshot.items():
+                    if entry.kind == "uncovered" and (
+                        entry_path == rel or entry_path.startswith(rel + "/") or rel == "."
+                    ):
+                        reasons.append(f"{entry_path} is not covered: {entry.reason}")
+            else:
+                refusal = commands.outside_copy_refusal(path, outside)
+                if refusal is not None:
+                    reasons.append(f"{path}: {refusal}")
+        return Coverage(not reasons, tuple(dict.fromkeys(reasons)))
+
+    def jobs(self, session_id: SessionId | None = None, *, project_id: ProjectId | None = None) -> list[Call]:
+        """Background jobs and commands past their timeout, of a session or a project, newest last."""
+        return self.store.command_calls(session_id=session_id, project_id=project_id)
+
+    def stop_job(self, call_ref: str) -> Call:
+        """Ask a running job (or a command past its timeout) to end; its runner records its changes."""
+        call = self.call(call_ref)
+        if call.kind not in ("job", "command") or call.status != "running" or call.pid is None:
+            raise NothingToDoError(f"{short_id(call.id)} is not a running job")
+        _, pid_start, _, _ = self.store.call_processes(call.id)
+        if process_alive(call.pid, pid_start):
+            commands.stop_process_group(call.pid)
+        return call
 
     # -- calls -----------------------------------------------------------------------------
 
@@ -369,4 +752,12 @@ class Engine:
         return apply_plan(self.store, Tree(project.root), plan)
 
 
-__all__ = ["CallHandle", "Engine"]
+__all__ = [
+    "CallHandle",
+    "CommandNotStarted",
+    "CommandResult",
+    "Coverage",
+    "Engine",
+    "TurnDiff",
+    "TurnHandle",
+]

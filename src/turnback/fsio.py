@@ -405,6 +405,10 @@ class Tree:
         return removed
 
 
+ROOT_TREE = Tree("/")
+"""The whole file system, walked from ``/`` without following links: for files outside a project."""
+
+
 def ensure_private_dir(path: str) -> None:
     """Make *path* (and its parents) a folder only its owner can use; refuse a link or a shared folder."""
     os.makedirs(path, mode=0o700, exist_ok=True)
@@ -420,6 +424,7 @@ def ensure_private_dir(path: str) -> None:
 
 
 __all__ = [
+    "ROOT_TREE",
     "STEPS",
     "TEMP_PREFIX",
     "Entry",

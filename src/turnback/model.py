@@ -129,6 +129,8 @@ class Change:
     partial: bool = False
     evicted: bool = False
     reverted: bool = False
+    outside: bool = False  # an absolute path outside the project, copied per ``mode``
+    not_covered: str | None = None  # why no copy was kept (too large, excluded, unreadable, ...)
 
     @property
     def kind(self) -> ChangeKind:
@@ -149,6 +151,7 @@ def change_kind(before: FileState, after: FileState | None) -> ChangeKind:
 
 
 CallStatus = Literal["running", "done", "failed"]
+CallKind = Literal["tool", "command", "job"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +166,11 @@ class Call:
     ended_at: int | None
     error: str | None = None
     changes: tuple[Change, ...] = ()
+    kind: CallKind = "tool"
+    exit_code: int | None = None
+    pid: int | None = None
+    late: bool = False  # a job's changes recorded after its turn had ended
+    unasked: bool = False  # a command the harness ran without asking, because turnback covers it
 
     @property
     def cut_short(self) -> bool:
@@ -187,10 +195,61 @@ class Turn:
     ended_at: int | None
     holder_pid: int | None = None
     calls: tuple[Call, ...] = ()
+    refs: tuple[RefChange, ...] = ()
 
     @property
     def changes(self) -> tuple[Change, ...]:
         return tuple(change for call in self.calls for change in call.changes)
+
+
+@dataclass(frozen=True, slots=True)
+class RefChange:
+    """A git ref a turn moved: HEAD, a branch, a tag or the stash; values as :class:`RefUpdate` has them."""
+
+    id: int
+    turn_id: TurnId
+    name: str
+    before: str | None
+    after: str | None
+    reverted: bool = False
+
+
+def ref_short_name(name: str) -> str:
+    """How a ref is named to a user: ``main``, ``tag v1``, ``stash``, ``HEAD``."""
+    if name.startswith("refs/heads/"):
+        return name[len("refs/heads/") :]
+    if name.startswith("refs/tags/"):
+        return "tag " + name[len("refs/tags/") :]
+    if name == "refs/stash":
+        return "stash"
+    return name
+
+
+def ref_value_text(value: str | None) -> str:
+    """How a ref's value is shown: a 7-hex id, the branch of an attached HEAD, ``(none)``."""
+    if value is None:
+        return "(none)"
+    if value.startswith("ref: "):
+        return value[len("ref: ") :].removeprefix("refs/heads/")
+    if len(value) in (40, 64) and all(c in "0123456789abcdef" for c in value):
+        return value[:7]
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class RefUpdate:
+    """A ref move in a plan: the ref must hold ``expect`` (``None``: not exist), and will hold ``target``.
+
+    Values are object ids, or ``ref: refs/heads/NAME`` for an attached HEAD.
+    """
+
+    name: str
+    expect: str | None
+    target: str | None
+
+    def text(self) -> str:
+        """``main 1a2b3c4 -> 5d6e7f8``: the ref, what it holds now, what it will hold."""
+        return f"{ref_short_name(self.name)} {ref_value_text(self.expect)} -> {ref_value_text(self.target)}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -241,6 +300,8 @@ class PlanRow:
     trash_name: str | None = None
     status: RowStatus = "pending"
     note: str | None = None
+    ref: RefUpdate | None = None
+    outside: bool = False
 
     @property
     def acts(self) -> bool:
@@ -303,6 +364,7 @@ class TurnSummary:
     added: int
     removed: int
     line: str
+    notes: tuple[str, ...] = ()  # files changed outside the project; a turn whose commands ran unasked
 
 
 __all__ = [
@@ -313,6 +375,7 @@ __all__ = [
     "BlobId",
     "Call",
     "CallId",
+    "CallKind",
     "Change",
     "ChangeKind",
     "FileState",
@@ -324,6 +387,8 @@ __all__ = [
     "PlanSection",
     "Project",
     "ProjectId",
+    "RefChange",
+    "RefUpdate",
     "RowAction",
     "Session",
     "SessionId",
@@ -331,5 +396,7 @@ __all__ = [
     "TurnId",
     "TurnSummary",
     "change_kind",
+    "ref_short_name",
+    "ref_value_text",
     "short_id",
 ]

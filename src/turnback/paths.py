@@ -50,6 +50,19 @@ def parent_paths(path: RelPath) -> list[RelPath]:
     return [RelPath("/".join(parts[:i])) for i in range(1, len(parts))]
 
 
+def absolute_user_path(cwd: str, user_path: str) -> str:
+    """A path a user typed (absolute, or relative to *cwd*), made absolute lexically.
+
+    ``..`` is collapsed without following links; *cwd* is taken as its real
+    path. A NUL or an empty path is refused.
+    """
+    if "\0" in user_path:
+        raise UnsafePathError(f"the path {user_path!r} contains a NUL character")
+    if not user_path:
+        raise UsageError("an empty path names no file")
+    return os.path.normpath(os.path.join(os.path.realpath(cwd), user_path))
+
+
 def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
     """Turn a path a user typed (absolute, or relative to *cwd*) into a path relative to *root*.
 
@@ -58,12 +71,7 @@ def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
     project can never carry the result outside it); a result outside *root*
     is refused before anything is read or written.
     """
-    if "\0" in user_path:
-        raise UnsafePathError(f"the path {user_path!r} contains a NUL character")
-    if not user_path:
-        raise UsageError("an empty path names no file")
-    base = os.path.realpath(cwd)
-    absolute = os.path.normpath(os.path.join(base, user_path))
+    absolute = absolute_user_path(cwd, user_path)
     root = os.path.normpath(root)
     if absolute == root:
         raise UsageError(f"{user_path} is the project root itself, not a file in it")
@@ -75,6 +83,7 @@ def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
 __all__ = [
     "GIT_DIR_NAME",
     "RelPath",
+    "absolute_user_path",
     "make_rel_path",
     "parent_paths",
     "resolve_user_path",

@@ -42,7 +42,13 @@ def test_json_of_the_harness_verbs(cli, project: Path, sid: str) -> None:  # typ
     rm = cli("rm", "--session", sid, "README.md", "--json").json()
     assert rm["call"]["changes"] == [{"path": "README.md", "kind": "deleted"}]
     end = cli("turn", "end", "--session", sid, "--json").json()
-    assert end["summary"] == {"files": 2, "added": 2, "removed": 3, "line": "2 files changed, +2 -3 (docs -3)"}
+    assert end["summary"] == {
+        "files": 2,
+        "added": 2,
+        "removed": 3,
+        "line": "2 files changed, +2 -3 (docs -3)",
+        "notes": [],
+    }
     log = cli("log", "--session", sid, "--json").json()
     assert log["head"] == begin["turn"]["id"]
     [turn] = log["turns"]

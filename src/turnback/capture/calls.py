@@ -13,6 +13,7 @@ A harness that writes files itself uses :class:`CallRecorder`:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
 from turnback.errors import TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import Tree, current_umask, default_file_mode
-from turnback.model import ABSENT, CallId, FileState, Project, Turn
+from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
 from turnback.paths import RelPath, parent_paths
 from turnback.store import Store
 
@@ -39,8 +40,31 @@ class CallTarget:
 
 
 @dataclass(frozen=True, slots=True)
+class Location:
+    """A path a tool writes: its tree and the path in it, and how it is recorded.
+
+    A project path is recorded relative to the project root; a path outside
+    the project (allowed by ``mode``) is recorded as an absolute path and
+    written through the root's tree, never following a link on the way.
+    ``uncovered`` says why no copy is kept (``mode`` manual or cautious).
+    """
+
+    tree: Tree
+    rel: RelPath
+    outside: bool = False
+    uncovered: str | None = None
+
+    @property
+    def recorded(self) -> str:
+        return "/" + self.rel if self.outside else self.rel
+
+    def at(self, rel: RelPath) -> Location:
+        return Location(self.tree, rel, self.outside, self.uncovered)
+
+
+@dataclass(frozen=True, slots=True)
 class PlannedChange:
-    path: RelPath
+    where: Location
     before: FileState
     after: FileState
 
@@ -65,30 +89,37 @@ def new_folder_state() -> FileState:
     return FileState("dir", mode=0o777 & ~current_umask())
 
 
-def _missing_parents(target: CallTarget, path: RelPath) -> list[RelPath]:
-    """Folders above *path* that do not exist yet, outermost first; a file or link in the way is refused."""
-    missing: list[RelPath] = []
-    for folder in parent_paths(path):
+def _missing_parents(where: Location) -> list[Location]:
+    """Folders above *where* that do not exist yet, outermost first; a file or link in the way is refused."""
+    missing: list[Location] = []
+    for folder in parent_paths(where.rel):
         if missing:
-            missing.append(folder)
+            missing.append(where.at(folder))
             continue
-        entry = target.tree.lstat(folder)
+        entry = where.tree.lstat(folder)
         if entry is None:
-            missing.append(folder)
+            missing.append(where.at(folder))
         elif entry.is_symlink:
-            raise UnsafePathError(f"{folder} is a symbolic link; turnback does not write through links")
+            raise UnsafePathError(
+                f"{where.at(folder).recorded} is a symbolic link; turnback does not write through links"
+            )
         elif not entry.is_dir:
-            raise UsageError(f"{folder} is {entry.kind_name()}, not a folder")
+            raise UsageError(f"{where.at(folder).recorded} is {entry.kind_name()}, not a folder")
     return missing
 
 
-def _refuse_non_file(path: RelPath, state: FileState, verb: str) -> None:
+def _refuse_non_file(where: Location, state: FileState, verb: str) -> None:
+    path = where.recorded
     if state.kind == "dir":
         raise UsageError(f"{path} is a folder; turnback can only {verb} a file")
     if state.kind == "symlink":
         raise UnsafePathError(f"{path} is a symbolic link; turnback does not {verb} through links")
     if state.kind == "special":
         raise UnsafePathError(f"{path} is a FIFO, socket or device; turnback does not {verb} it")
+
+
+def _keeps_copies(target: CallTarget, where: Location) -> bool:
+    return not target.incognito and where.uncovered is None
 
 
 Prepared = tuple[list[PlannedChange], Callable[[], None]]
@@ -107,8 +138,18 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
         change_ids = []
         if not target.incognito:
             for seq, change in enumerate(changes):
+                where = change.where
                 change_ids.append(
-                    store.add_change(call_id, seq, target.project.id, change.path, change.before, change.after)
+                    store.add_change(
+                        call_id,
+                        seq,
+                        target.project.id,
+                        RelPath(where.recorded),
+                        change.before,
+                        change.after,
+                        outside=where.outside,
+                        not_covered=where.uncovered,
+                    )
                 )
     try:
         act()
@@ -116,7 +157,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
         with store.transaction():
             for change_id, change in zip(change_ids, changes, strict=False):
                 try:
-                    actual = capture_state(target.tree, change.path, store)
+                    actual = capture_state(change.where.tree, change.where.rel, store)
                 except TurnbackError:
                     continue
                 if actual.same_as(change.before):
@@ -131,43 +172,48 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
     return call_id
 
 
-def _content_plan(target: CallTarget, path: RelPath, data: bytes, before: FileState) -> list[PlannedChange]:
-    parents = _missing_parents(target, path)
+def _content_plan(target: CallTarget, where: Location, data: bytes, before: FileState) -> list[PlannedChange]:
+    parents = _missing_parents(where)
     mode = before.mode if before.kind == "file" and before.mode is not None else default_file_mode()
-    after = stored_state_for_bytes(target.store, data, mode) if not target.incognito else FileState("file", mode=mode)
+    if _keeps_copies(target, where):
+        after = stored_state_for_bytes(target.store, data, mode)
+    else:
+        after = FileState("file", size=len(data), mode=mode)
     return [PlannedChange(folder, ABSENT, new_folder_state()) for folder in parents] + [
-        PlannedChange(path, before, after)
+        PlannedChange(where, before, after)
     ]
 
 
-def _stored_before(target: CallTarget, path: RelPath) -> FileState:
-    if target.incognito:
-        return probe_state(target.tree, path, target.store)
-    return capture_state(target.tree, path, target.store)
+def _stored_before(target: CallTarget, where: Location) -> FileState:
+    """What the path holds, its content stored; without a copy to keep, only what kind of thing it is."""
+    if _keeps_copies(target, where):
+        return capture_state(where.tree, where.rel, target.store)
+    return dataclasses.replace(probe_state(where.tree, where.rel, target.store), blob=None)
 
 
-def record_write(target: CallTarget, path: RelPath, data: bytes) -> CallId:
-    """Write *data* to *path* (making missing folders), keeping what it held before."""
+def record_write(target: CallTarget, where: Location, data: bytes) -> CallId:
+    """Write *data* (making missing folders), keeping what the path held before."""
 
     def prepare() -> Prepared:
-        before = _stored_before(target, path)
-        _refuse_non_file(path, before, "write")
-        changes = _content_plan(target, path, data, before)
+        before = _stored_before(target, where)
+        _refuse_non_file(where, before, "write")
+        changes = _content_plan(target, where, data, before)
         mode = changes[-1].after.mode or default_file_mode()
-        return changes, lambda: target.tree.write_atomic(path, [data], mode, create_parents=True)
+        return changes, lambda: where.tree.write_atomic(where.rel, [data], mode, create_parents=True)
 
-    return _perform(target, "write", _input_json(path=path, content=_content_text(data)), prepare)
+    return _perform(target, "write", _input_json(path=where.recorded, content=_content_text(data)), prepare)
 
 
-def record_edit(target: CallTarget, path: RelPath, old: str, new: str, *, replace_all: bool = False) -> CallId:
-    """Replace *old* with *new* in *path*: exactly once, or every time with *replace_all*."""
+def record_edit(target: CallTarget, where: Location, old: str, new: str, *, replace_all: bool = False) -> CallId:
+    """Replace *old* with *new* in the file: exactly once, or every time with *replace_all*."""
     if not old:
         raise UsageError("the old text is empty; give the text to replace")
     if old == new:
         raise UsageError("the old and the new text are the same; nothing would change")
+    path = where.recorded
 
     def prepare() -> Prepared:
-        entry = target.tree.lstat(path)
+        entry = where.tree.lstat(where.rel)
         if entry is None:
             raise UsageError(f"{path} does not exist; use write to create it")
         if entry.is_dir:
@@ -176,7 +222,7 @@ def record_edit(target: CallTarget, path: RelPath, old: str, new: str, *, replac
             raise UnsafePathError(
                 f"{path} is {entry.kind_name()}; turnback edits only regular files, never through links"
             )
-        data = target.tree.read_bytes(path)
+        data = where.tree.read_bytes(where.rel)
         old_bytes, new_bytes = old.encode("utf-8"), new.encode("utf-8")
         count = data.count(old_bytes)
         if count == 0:
@@ -186,76 +232,85 @@ def record_edit(target: CallTarget, path: RelPath, old: str, new: str, *, replac
                 f"the old text occurs {count} times in {path}; give more of the text around it, or use --all"
             )
         edited = data.replace(old_bytes, new_bytes, -1 if replace_all else 1)
-        if target.incognito:
-            before = FileState("file", size=len(data), mode=entry.permissions)
-        else:
+        if _keeps_copies(target, where):
             blob, size = target.store.put_content([data])
             before = FileState("file", blob=blob, size=size, mode=entry.permissions)
-        changes = _content_plan(target, path, edited, before)
-        return changes, lambda: target.tree.write_atomic(path, [edited], entry.permissions)
+        else:
+            before = FileState("file", size=len(data), mode=entry.permissions)
+        changes = _content_plan(target, where, edited, before)
+        return changes, lambda: where.tree.write_atomic(where.rel, [edited], entry.permissions)
 
     return _perform(target, "edit", _input_json(path=path, old=old, new=new, all=replace_all), prepare)
 
 
-def record_delete(target: CallTarget, path: RelPath) -> CallId:
-    """Delete the file, link or empty folder at *path*, keeping what it held."""
+def record_delete(target: CallTarget, where: Location) -> CallId:
+    """Delete the file, link or empty folder, keeping what it held."""
+    path = where.recorded
 
     def prepare() -> Prepared:
-        entry = target.tree.lstat(path)
+        entry = where.tree.lstat(where.rel)
         if entry is None:
             raise UsageError(f"{path} does not exist")
         if not (entry.is_file or entry.is_symlink or entry.is_dir):
             raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback does not delete it")
-        if entry.is_dir and target.tree.has_entries(path):
+        if entry.is_dir and where.tree.has_entries(where.rel):
             raise UsageError(f"{path} is a folder with files in it; delete its files first")
-        before = _stored_before(target, path)
-        act = (lambda: target.tree.rmdir(path)) if entry.is_dir else (lambda: target.tree.unlink(path))
-        return [PlannedChange(path, before, ABSENT)], act
+        before = _stored_before(target, where)
+
+        def act() -> None:
+            if entry.is_dir:
+                where.tree.rmdir(where.rel)
+            else:
+                where.tree.unlink(where.rel)
+
+        return [PlannedChange(where, before, ABSENT)], act
 
     return _perform(target, "delete", _input_json(path=path), prepare)
 
 
-def record_move(target: CallTarget, src: RelPath, dst: RelPath) -> CallId:
-    """Move the file or link *src* to *dst* (replacing a file there, making missing folders)."""
-    if src == dst:
+def record_move(target: CallTarget, src: Location, dst: Location) -> CallId:
+    """Move a file or link (replacing a file at the destination, making missing folders)."""
+    if src.outside or dst.outside:
+        raise UsageError("turnback moves files inside the project only; copy and delete to move one out or in")
+    if src.rel == dst.rel:
         raise UsageError("the source and the destination are the same path")
-    if dst.startswith(src + "/"):
-        raise UsageError(f"cannot move {src} into itself")
+    if dst.rel.startswith(src.rel + "/"):
+        raise UsageError(f"cannot move {src.rel} into itself")
 
     def prepare() -> Prepared:
         src_before = _stored_before(target, src)
         if not src_before.exists:
-            raise UsageError(f"{src} does not exist")
+            raise UsageError(f"{src.rel} does not exist")
         if src_before.kind == "dir":
-            raise UsageError(f"{src} is a folder; turnback moves files and links (run the move with exec)")
+            raise UsageError(f"{src.rel} is a folder; turnback moves files and links (run the move with exec)")
         if src_before.kind == "special":
-            raise UnsafePathError(f"{src} is a FIFO, socket or device; turnback does not move it")
+            raise UnsafePathError(f"{src.rel} is a FIFO, socket or device; turnback does not move it")
         dst_before = _stored_before(target, dst)
         if dst_before.kind == "dir":
-            raise UsageError(f"{dst} is a folder; give the full path of the file to move to")
+            raise UsageError(f"{dst.rel} is a folder; give the full path of the file to move to")
         if dst_before.kind == "special":
-            raise UnsafePathError(f"{dst} is a FIFO, socket or device; turnback does not write over it")
-        changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in _missing_parents(target, dst)]
+            raise UnsafePathError(f"{dst.rel} is a FIFO, socket or device; turnback does not write over it")
+        changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in _missing_parents(dst)]
         changes += [PlannedChange(src, src_before, ABSENT), PlannedChange(dst, dst_before, src_before)]
-        return changes, lambda: target.tree.rename(src, dst, create_parents=True)
+        return changes, lambda: src.tree.rename(src.rel, dst.rel, create_parents=True)
 
-    return _perform(target, "move", _input_json(source=src, destination=dst), prepare)
+    return _perform(target, "move", _input_json(source=src.rel, destination=dst.rel), prepare)
 
 
-def record_mkdir(target: CallTarget, path: RelPath) -> CallId:
-    """Make the folder *path* and any missing folders above it; an existing folder is left as it is."""
+def record_mkdir(target: CallTarget, where: Location) -> CallId:
+    """Make the folder and any missing folders above it; an existing folder is left as it is."""
 
     def prepare() -> Prepared:
-        entry = target.tree.lstat(path)
+        entry = where.tree.lstat(where.rel)
         if entry is not None and not entry.is_dir:
-            raise UsageError(f"{path} exists and is {entry.kind_name()}, not a folder")
+            raise UsageError(f"{where.recorded} exists and is {entry.kind_name()}, not a folder")
         if entry is not None:
             return [], lambda: None
-        folders = [*_missing_parents(target, path), path]
+        folders = [*_missing_parents(where), where]
         changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in folders]
-        return changes, lambda: target.tree.mkdir(path, create_parents=True)
+        return changes, lambda: where.tree.mkdir(where.rel, create_parents=True)
 
-    return _perform(target, "mkdir", _input_json(path=path), prepare)
+    return _perform(target, "mkdir", _input_json(path=where.recorded), prepare)
 
 
 class CallRecorder:
@@ -272,43 +327,51 @@ class CallRecorder:
         return cls(target, call_id)
 
     def _next_seq(self) -> int:
-        row = self.target.store.db.one("SELECT COALESCE(MAX(seq), -1) FROM changes WHERE call_id=?", (self.id,))
-        return int(row[0]) + 1
+        return len(self.target.store.changes_of_call(self.id))
 
-    def _recorded(self) -> dict[RelPath, int]:
-        return {change.path: change.id for change in self.target.store.changes_of_call(self.id)}
-
-    def before(self, path: RelPath) -> None:
-        """Keep what *path* (and each missing folder above it) holds before the harness writes it."""
+    def before(self, where: Location) -> None:
+        """Keep what the path (and each missing folder above it) holds before the harness writes it."""
         if self.target.incognito:
             return
         store = self.target.store
         with store.transaction():
-            recorded = self._recorded()
-            if path in recorded:
+            recorded = {change.path for change in store.changes_of_call(self.id)}
+            if where.recorded in recorded:
                 return
             seq = self._next_seq()
-            for folder in _missing_parents(self.target, path):
-                if folder not in recorded:
-                    store.add_change(self.id, seq, self.target.project.id, folder, ABSENT, None, partial=True)
-                    seq += 1
-            before = capture_state(self.target.tree, path, store)
-            store.add_change(self.id, seq, self.target.project.id, path, before, None, partial=True)
+            for folder in [*_missing_parents(where), where]:
+                if folder.recorded in recorded:
+                    continue
+                state = ABSENT if folder is not where else _stored_before(self.target, where)
+                store.add_change(
+                    self.id,
+                    seq,
+                    self.target.project.id,
+                    RelPath(folder.recorded),
+                    state,
+                    None,
+                    partial=True,
+                    outside=folder.outside,
+                    not_covered=folder.uncovered,
+                )
+                seq += 1
 
-    def after(self, path: RelPath) -> None:
-        """Record what *path* (and the folders ``before`` found missing) holds after the write."""
+    def after(self, where: Location) -> None:
+        """Record what the path (and the folders ``before`` found missing) holds after the write."""
         if self.target.incognito:
             return
         store = self.target.store
         with store.transaction():
-            recorded = {change.path: change for change in store.changes_of_call(self.id)}
-            if path not in recorded:
-                raise UsageError(f"the call never recorded the state of {path} before writing it; call before() first")
-            for folder in [*parent_paths(path), path]:
-                change = recorded.get(folder)
+            recorded: dict[str, Change] = {change.path: change for change in store.changes_of_call(self.id)}
+            if where.recorded not in recorded:
+                raise UsageError(
+                    f"the call never recorded the state of {where.recorded} before writing it; call before() first"
+                )
+            for folder in [*(where.at(p) for p in parent_paths(where.rel)), where]:
+                change = recorded.get(folder.recorded)
                 if change is None or change.after is not None:
                     continue
-                actual = capture_state(self.target.tree, folder, store)
+                actual = _stored_before(self.target, folder)
                 if actual.same_as(change.before):
                     store.delete_change(change.id)
                 else:
@@ -322,6 +385,7 @@ class CallRecorder:
 __all__ = [
     "CallRecorder",
     "CallTarget",
+    "Location",
     "record_delete",
     "record_edit",
     "record_mkdir",

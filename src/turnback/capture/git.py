@@ -41,6 +41,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from turnback.errors import UnsafePathError
+from turnback.model import ref_short_name as short_name
+from turnback.model import ref_value_text as describe_value
 
 RefValue = str
 """A 40- (or 64-) hex object id, or ``"ref: refs/heads/NAME"`` for an attached HEAD."""
@@ -460,30 +462,42 @@ def _reverse(root: str, gdir: str, done: Sequence[RefMove]) -> None:
         )
 
 
-# -- describing ------------------------------------------------------------------------------
+# -- ignored files ---------------------------------------------------------------------------
 
 
-def short_name(name: str) -> str:
-    """How a ref is named to a user: ``main``, ``tag v1``, ``stash``, ``HEAD``."""
-    if name.startswith("refs/heads/"):
-        return name[len("refs/heads/") :]
-    if name.startswith("refs/tags/"):
-        return "tag " + name[len("refs/tags/") :]
-    if name == _STASH:
-        return "stash"
-    return name
+def ignored_paths(root: str, paths: Sequence[str], *, scratch_git_dir: str) -> set[str]:
+    """Which of *paths* (relative to *root*) git ignores: every ``.gitignore``, info/exclude, core.excludesFile.
 
-
-def describe_value(value: RefValue | None) -> str:
-    """How a ref's value is shown: a 7-hex id, the branch of an attached HEAD, ``(none)``."""
-    if value is None:
-        return "(none)"
-    if value.startswith(SYMREF_PREFIX):
-        target = value[len(SYMREF_PREFIX) :]
-        return target.removeprefix("refs/heads/")
-    if _OBJECT_ID.fullmatch(value):
-        return value[:7]
-    return value
+    In a repository git answers for the repository (a tracked file is not
+    ignored). Elsewhere an empty scratch repository (*scratch_git_dir*, in
+    turnback's store, never in the project) lets git answer for the
+    ``.gitignore`` files alone. :class:`UnsafePathError` when git cannot run.
+    """
+    if not paths:
+        return set()
+    if git_dir(root) is not None:
+        command = ["git", "check-ignore", "--stdin", "-z"]
+    else:
+        if not os.path.isdir(scratch_git_dir):
+            made = _git(root, ["init", "--bare", "-q", scratch_git_dir])
+            if made.returncode != 0:
+                raise UnsafePathError(f"git cannot make its scratch repository: {_message(made)}")
+        command = ["git", f"--git-dir={scratch_git_dir}", f"--work-tree={root}", "check-ignore", "--stdin", "-z"]
+        command.append("--no-index")
+    try:
+        proc = subprocess.run(
+            command,
+            input=b"".join(os.fsencode(path) + b"\0" for path in paths),
+            capture_output=True,
+            env=_git_env(),
+            cwd=root,
+            check=False,
+        )
+    except OSError as exc:
+        raise UnsafePathError(f"git cannot run in {root}: {exc.strerror or exc}") from exc
+    if proc.returncode not in (0, 1):
+        raise UnsafePathError(f"git check-ignore failed in {root}: {_message(proc)}")
+    return {os.fsdecode(item) for item in proc.stdout.split(b"\0") if item}
 
 
 __all__ = [
@@ -492,6 +506,7 @@ __all__ = [
     "RefValue",
     "describe_value",
     "git_dir",
+    "ignored_paths",
     "move_refs",
     "read_refs",
     "ref_moves",

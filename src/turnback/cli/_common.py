@@ -116,6 +116,11 @@ def confirm(out: Output, prompt: str, *, yes: bool) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+def wants_color(out: Output) -> bool:
+    """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+    return not out.json_mode and out.stdout.isatty() and not turnback.env_no_color()
+
+
 def show_call(ctx: Context, call: turnback.Call) -> int:
     """What a file-tool verb prints: the call's diff (``render.diff_lines`` lines) or its JSON."""
     engine = ctx.engine
@@ -158,4 +163,5 @@ __all__ = [
     "confirm",
     "show_call",
     "take_back",
+    "wants_color",
 ]

@@ -21,14 +21,19 @@ import turnback
 from turnback.cli import _common
 from turnback.cli.commands import (
     call,
+    covers,
     demo,
+    diff,
     edit,
+    exec,
     init,
+    jobs,
     log,
     mkdir,
     mv,
     revert,
     rm,
+    runner,
     session,
     sessions,
     show,
@@ -52,7 +57,13 @@ COMMANDS: dict[str, ModuleType] = {
     "show": show,
     "undo": undo,
     "revert": revert,
+    "exec": exec,
+    "jobs": jobs,
+    "diff": diff,
+    "covers": covers,
     "demo": demo,
+    "_job": runner,
+    "_watch": runner,
 }
 
 EXIT_UNEXPECTED = 70
@@ -68,8 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
     )
     parser.add_argument("--version", action="version", version=f"turnback {turnback.__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for module in COMMANDS.values():
+    sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
+    for module in dict.fromkeys(COMMANDS.values()):
         module.add_parser(sub, common)
     return parser
 
@@ -105,12 +116,12 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             reconfigure(errors="backslashreplace")
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.command:
+    if not args.verb:
         parser.print_help()
         return 2
     out = _common.Output(json_mode=getattr(args, "json", False))
     ctx = _common.Context(args, out, stdin=stdin)
-    module = COMMANDS[args.command]
+    module = COMMANDS[args.verb]
     try:
         code = int(module.run(ctx, args))
     except turnback.TurnbackError as error:

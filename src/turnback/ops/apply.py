@@ -22,17 +22,20 @@ import errno
 import os
 from collections.abc import Iterator
 
+from turnback.capture import git
 from turnback.capture.states import probe_state
 from turnback.errors import BlobCorruptError, NothingToDoError, TurnbackError, UnsafePathError
 from turnback.fsio import Tree, ensure_private_dir
 from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
-from turnback.paths import RelPath, parent_paths
+from turnback.ops.plan import tree_path
+from turnback.paths import RelPath
 from turnback.store import Store
 
 CHANGED_SINCE_PREVIEW = "changed since the preview; nothing was done to it (plan again to see it)"
 NOT_EMPTY = "the folder is not empty: it holds files the agent did not make; left as it is"
 NO_SUDO = "permission denied; turnback never uses sudo: restore it yourself, e.g. from the trash"
+REFS_TOGETHER = "a ref moved between the preview and the undo, so no ref was moved"
 
 
 def trash_folder_name(plan: Plan) -> str:
@@ -47,7 +50,10 @@ class _Applier:
         ensure_private_dir(store.trash_root)
         self.trash_dir = os.path.join(store.trash_root, trash_folder_name(plan))
         self._trash: Tree | None = None
-        self.touched_folders: set[str] = set()
+        self.touched_folders: set[tuple[Tree, str]] = set()
+
+    def _where(self, row: PlanRow) -> tuple[Tree, RelPath]:
+        return tree_path(self.tree, row.path, outside=row.outside)
 
     @property
     def trash(self) -> Tree:
@@ -64,9 +70,10 @@ class _Applier:
             self.trash.symlink_atomic(name, current.target, create_parents=True)
             return True
         hasher = self.store.crypto.content_hasher()
+        tree, path = self._where(row)
 
         def copied() -> Iterator[bytes]:
-            for chunk in self.tree.iter_chunks(row.path):
+            for chunk in tree.iter_chunks(path):
                 hasher.update(chunk)
                 yield chunk
 
@@ -79,33 +86,33 @@ class _Applier:
     def _put_target(self, row: PlanRow, current: FileState) -> None:
         target = row.target
         assert target is not None
-        path = row.path
+        tree, path = self._where(row)
         if not target.exists:
             if current.kind == "dir":
-                self.tree.rmdir(path)
+                tree.rmdir(path)
             else:
-                self.tree.unlink(path)
+                tree.unlink(path)
             return
         if current.kind == "dir" and target.kind != "dir":
-            self.tree.rmdir(path)
+            tree.rmdir(path)
         if target.kind == "file":
             assert target.blob is not None
             mode = (target.mode if target.mode is not None else 0o644) & PERMISSION_BITS
-            self.tree.write_atomic(path, self.store.blobs.iter_content(target.blob), mode, create_parents=True)
+            tree.write_atomic(path, self.store.blobs.iter_content(target.blob), mode, create_parents=True)
         elif target.kind == "symlink":
             assert target.target is not None
-            self.tree.symlink_atomic(path, target.target, create_parents=True)
+            tree.symlink_atomic(path, target.target, create_parents=True)
         elif target.kind == "dir":
             if current.kind in ("file", "symlink"):
-                self.tree.unlink(path)
+                tree.unlink(path)
             if current.kind != "dir":
-                self.tree.mkdir(path, target.mode if target.mode is not None else 0o755, create_parents=True)
+                tree.mkdir(path, target.mode if target.mode is not None else 0o755, create_parents=True)
 
     def remove_temp_files(self) -> None:
         """Remove temp files that an interrupted run left beside the rows' paths and in the trash."""
-        for folder in self.touched_folders:
+        for tree, folder in self.touched_folders:
             try:
-                self.tree.remove_temp_files(RelPath(folder) if folder else None)
+                tree.remove_temp_files(RelPath(folder) if folder else None)
             except TurnbackError:
                 pass  # a folder that became a link or vanished holds no temp file of ours
         if os.path.isdir(self.trash_dir):
@@ -119,15 +126,16 @@ class _Applier:
         if row.action not in ("restore", "trash"):
             return "skipped", row.reason
         assert row.target is not None and row.expect is not None
+        tree, path = self._where(row)
         try:
-            current = probe_state(self.tree, row.path, self.store)
+            current = probe_state(tree, path, self.store)
             if current.same_as(row.target):
                 return "done", None
             if not current.same_as(row.expect):
                 return "skipped", CHANGED_SINCE_PREVIEW
             if current.kind in ("file", "symlink") and not self._to_trash(row, current):
                 return "skipped", CHANGED_SINCE_PREVIEW
-            self.touched_folders.update(parent_paths(row.path) or [""])
+            self.touched_folders.add((tree, path.rsplit("/", 1)[0] if "/" in path else ""))
             self._put_target(row, current)
         except OSError as exc:
             if exc.errno == errno.ENOTEMPTY:
@@ -142,6 +150,50 @@ class _Applier:
         except BlobCorruptError as exc:
             return "failed", f"{exc}; the file was left as it is"
         return "done", "; ".join(row.warnings) or None
+
+
+def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note: str | None) -> None:
+    """Journal one row's outcome; a row done marks the changes it took back reverted, in the same transaction."""
+    with store.transaction():
+        store.set_row_status(plan.id, row.seq, status, note)
+        if status == "done":
+            if row.ref is not None:
+                store.mark_ref_changes_reverted(row.change_ids)
+            else:
+                store.mark_changes_reverted(row.change_ids)
+
+
+def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, str | None]]:
+    """Move the refs of *rows* back: all that still hold what the plan saw, in one transaction, or none.
+
+    A ref that already holds its target (a resumed run) is done; one that
+    moved since the preview is skipped, and so are the others, since a
+    transaction with one stale ref moves nothing.
+    """
+    current = git.read_refs(root) or {}
+    outcomes: list[tuple[RowStatus, str | None]] = []
+    moves = []
+    for row in rows:
+        assert row.ref is not None
+        now = current.get(row.ref.name)
+        if now == row.ref.target:
+            outcomes.append(("done", None))
+        elif now != row.ref.expect:
+            outcomes.append(("skipped", CHANGED_SINCE_PREVIEW))
+        else:
+            outcomes.append(("pending", None))
+            moves.append(git.RefMove(row.ref.name, row.ref.expect, row.ref.target))
+    if any(status == "skipped" for status, _ in outcomes):
+        return [(s, n) if s != "pending" else ("skipped", REFS_TOGETHER) for s, n in outcomes]
+    if not moves:
+        return outcomes
+    try:
+        moved = git.move_refs(root, moves)
+    except TurnbackError as exc:
+        return [(s, n) if s != "pending" else ("failed", str(exc)) for s, n in outcomes]
+    if not moved:
+        return [(s, n) if s != "pending" else ("skipped", REFS_TOGETHER) for s, n in outcomes]
+    return [(s, n) if s != "pending" else ("done", None) for s, n in outcomes]
 
 
 def _settle_turns(store: Store, plan: Plan) -> None:
@@ -174,17 +226,21 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
         applier = _Applier(store, tree, plan)
+        ref_rows = []
         for row in plan.rows:
             if row.status != "pending":
+                continue
+            if row.action == "ref":
+                ref_rows.append(row)  # moved together, after the files, in one transaction
                 continue
             try:
                 status, note = applier.apply_row(row)
             except TurnbackError as exc:
                 status, note = "failed", str(exc)
-            with store.transaction():
-                store.set_row_status(plan.id, row.seq, status, note)
-                if status == "done":
-                    store.mark_changes_reverted(row.change_ids)
+            _settle_row(store, plan, row, status, note)
+        if ref_rows:
+            for row, (status, note) in zip(ref_rows, _move_refs(tree.root, ref_rows), strict=True):
+                _settle_row(store, plan, row, status, note)
         applier.remove_temp_files()
         with store.transaction():
             _settle_turns(store, store.load_plan(plan.id))

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 from collections.abc import Iterator
 
 from turnback.errors import BusyError
 from turnback.fsio import ensure_private_dir
-from turnback.model import SessionId, Turn
+from turnback.model import Call, ProjectId, SessionId, Turn, short_id
 from turnback.procs import process_alive
 from turnback.store import Store
 
@@ -33,8 +34,42 @@ def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
     return live
 
 
+def _command_text(call: Call) -> str:
+    try:
+        argv = json.loads(call.input or "{}").get("command") or []
+    except ValueError:
+        argv = []
+    text = " ".join(str(word) for word in argv)
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def live_commands(store: Store, project_id: ProjectId) -> list[Call]:
+    """The project's commands and jobs whose process (or the watcher that records them) still runs.
+
+    A call whose command and watcher have both ended without recording it is
+    marked failed: its changes were never recorded, and it must not block.
+    """
+    live = []
+    for call, pid_start, watcher, watcher_start in store.running_commands(project_id):
+        command_alive = call.pid is not None and process_alive(call.pid, pid_start)
+        watcher_alive = watcher is not None and process_alive(watcher, watcher_start)
+        if command_alive or watcher_alive:
+            live.append(call)
+        elif watcher is not None:
+            with store.transaction():
+                store.finish_call(
+                    call.id, "failed", "turnback stopped before the command ended: its changes were not recorded"
+                )
+    return live
+
+
 def refuse_if_busy(store: Store, session_id: SessionId) -> None:
-    """Raise :class:`BusyError` naming what runs in the session, if anything does."""
+    """Raise :class:`BusyError` naming what runs in the session, if anything does.
+
+    That is: a turn of the session; a command (one past its timeout) or a
+    background job of the session, or of another session of the same
+    project (it can write the same files).
+    """
     running = live_running_turns(store, session_id)
     if running:
         turn = running[-1]
@@ -42,6 +77,21 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
         raise BusyError(
             f"turn {turn.number} is running in this session{holder}; "
             "wait for it to end (turnback turn end) before taking changes back"
+        )
+    session = store.session(session_id)
+    for call in live_commands(store, session.project_id):
+        own = call.session_id == session_id
+        ident = short_id(call.id)
+        if call.kind == "job":
+            whose = "" if own else " of another session of this project"
+            raise BusyError(
+                f"background job {ident}{whose} is running ({_command_text(call)}); "
+                f"stop it first: turnback jobs stop {ident}"
+            )
+        whose = "" if own else " of another session of this project"
+        raise BusyError(
+            f"a command{whose} is still running ({_command_text(call)}); "
+            f"wait for it to end, or stop it: turnback jobs stop {ident}"
         )
 
 
@@ -69,4 +119,4 @@ def session_apply_lock(store: Store, session_id: SessionId) -> Iterator[None]:
         os.close(fd)
 
 
-__all__ = ["live_running_turns", "refuse_if_busy", "session_apply_lock"]
+__all__ = ["live_commands", "live_running_turns", "refuse_if_busy", "session_apply_lock"]

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from turnback.capture import git
 from turnback.capture.states import capture_state, probe_state
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
-from turnback.fsio import Tree
+from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
     SPECIAL_BITS,
     Call,
@@ -26,9 +27,12 @@ from turnback.model import (
     PlanRow,
     PlanSection,
     Project,
+    RefUpdate,
     RowAction,
     Session,
     Turn,
+    ref_short_name,
+    ref_value_text,
     short_id,
 )
 from turnback.paths import RelPath
@@ -42,6 +46,8 @@ SPECIAL_IN_PLACE = "a FIFO, socket or device is in its place; it is left alone"
 EVICTED = "copy dropped by the size cap"
 ALREADY_EARLIER = "already holds the earlier content"
 LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
+LATE_JOB = "{what} {call} changed it after the turn had ended; --force takes that back too"
+REF_MOVED = "moved since the turn (it holds {now}); left as it is"
 COPY_MISSING = "the earlier copy is missing from the store"
 
 
@@ -56,10 +62,22 @@ class _Row:
     reason: str | None = None
     force_only: bool = False
     conflict: bool = False
+    outside: bool = False
+    ref: RefUpdate | None = None
+
+
+def tree_path(tree: Tree, path: str, *, outside: bool) -> tuple[Tree, RelPath]:
+    """Where a change's path lives: the project's tree, or (an absolute path outside it) the root's."""
+    if outside:
+        return ROOT_TREE, RelPath(path.lstrip("/"))
+    return tree, RelPath(path)
 
 
 class _Picture:
-    """What each path holds now, and will hold as rows are applied in order."""
+    """What each path holds now, and will hold as rows are applied in order.
+
+    Project paths are relative and outside paths absolute, so one map holds both.
+    """
 
     def __init__(self, store: Store, tree: Tree):
         self._store = store
@@ -67,17 +85,17 @@ class _Picture:
         self._states: dict[RelPath, FileState | TurnbackError] = {}
         self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
         self.blocked: dict[RelPath, _Row] = {}  # paths a skipped row stopped, by that row
-        self.seen_paths: set[RelPath] = set()  # paths whose newest change in the plan was already planned
 
-    def get(self, path: RelPath) -> FileState | TurnbackError:
+    def get(self, path: RelPath, *, outside: bool) -> FileState | TurnbackError:
         if path not in self._states:
+            tree, rel = tree_path(self._tree, path, outside=outside)
             try:
-                self._states[path] = probe_state(self._tree, path, self._store)
+                self._states[path] = probe_state(tree, rel, self._store)
             except TurnbackError as exc:
                 self._states[path] = exc
         return self._states[path]
 
-    def seen_with_content(self, path: RelPath, current: FileState) -> FileState:
+    def seen_with_content(self, path: RelPath, current: FileState, *, outside: bool) -> FileState:
         """*current* with its content in the store, so a conflict's diff can be shown and checked later.
 
         A state an earlier row will put in place is a recorded state, stored
@@ -85,8 +103,9 @@ class _Picture:
         """
         if path in self._planned or current.kind != "file":
             return current
+        tree, rel = tree_path(self._tree, path, outside=outside)
         with self._store.transaction():
-            return capture_state(self._tree, path, self._store)
+            return capture_state(tree, rel, self._store)
 
     def set(self, path: RelPath, state: FileState) -> None:
         self._states[path] = state
@@ -94,6 +113,8 @@ class _Picture:
 
 
 def _copy_available(store: Store, change: Change) -> str | None:
+    if change.not_covered:
+        return change.not_covered
     if change.evicted:
         return EVICTED
     if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):
@@ -116,7 +137,7 @@ def _row_for_change(
     conflict_reason: Callable[[Change], str],
     cut_short_reason: str,
     overwrite: bool,
-    later_pending: Callable[[Change], str | None] = lambda _change: None,
+    hold: Callable[[Change], str | None] = lambda _change: None,
 ) -> _Row:
     row = _plan_change(
         picture,
@@ -126,8 +147,9 @@ def _row_for_change(
         conflict_reason=conflict_reason,
         cut_short_reason=cut_short_reason,
         overwrite=overwrite,
-        later_pending=later_pending,
+        hold=hold,
     )
+    row.outside = change.outside
     if row.action == "skip":
         # What the path holds now is not the agent's: no older change of it may act either,
         # or it would write over that state a few rows below this skip.
@@ -144,13 +166,14 @@ def _plan_change(
     conflict_reason: Callable[[Change], str],
     cut_short_reason: str,
     overwrite: bool,
-    later_pending: Callable[[Change], str | None],
+    hold: Callable[[Change], str | None],
 ) -> _Row:
+    """One change's row; *hold* names a reason to leave it for ``--force`` (a later call, a late job)."""
     path, target = change.path, change.before
     missing = _copy_available(store, change)
     if missing:
         return _Row(path, "not covered", None, None, [change.id], turn_id, missing)
-    current = picture.get(path)
+    current = picture.get(path, outside=change.outside)
     if isinstance(current, TurnbackError):
         return _Row(path, "skip", None, None, [change.id], turn_id, str(current))
     blocked = picture.blocked.get(path)
@@ -166,11 +189,10 @@ def _plan_change(
             force_only=blocked.force_only,
             conflict=blocked.conflict,
         )
-    if not overwrite and path not in picture.seen_paths:
-        later = later_pending(change)
-        if later is not None:
-            return _Row(path, "skip", current, target, [change.id], turn_id, later, force_only=True, conflict=True)
-    picture.seen_paths.add(path)
+    if not overwrite:
+        held = hold(change)
+        if held is not None:
+            return _Row(path, "skip", current, target, [change.id], turn_id, held, force_only=True, conflict=True)
     if current.same_as(target):
         return _Row(path, "mark", current, target, [change.id], turn_id, ALREADY_EARLIER)
     if change.after is not None and current.same_as(change.after):
@@ -181,7 +203,7 @@ def _plan_change(
     if not target.exists and current.kind == "symlink" and (change.after is None or change.after.kind != "symlink"):
         return _Row(path, "skip", current, None, [change.id], turn_id, LINK_IN_PLACE)
     reason = cut_short_reason if change.after is None else conflict_reason(change)
-    seen = picture.seen_with_content(path, current)
+    seen = picture.seen_with_content(path, current, outside=change.outside)
     if overwrite:
         picture.set(path, target)
         overwritten = reason.split(";")[0] + "; what it holds now goes to the trash"
@@ -211,6 +233,7 @@ def _merge_chains(rows: list[_Row]) -> list[_Row]:
             assert first is not None and first.expect is not None and row.target is not None
             merged[previous] = None
             action = _acting(row.target, first.expect)
+            conflict = first if first.conflict else row if row.conflict else None
             merged[index] = _Row(
                 row.path,
                 action,
@@ -218,7 +241,9 @@ def _merge_chains(rows: list[_Row]) -> list[_Row]:
                 row.target,
                 first.change_ids + row.change_ids,
                 first.turn_id,
-                ALREADY_EARLIER if action == "mark" else None,
+                conflict.reason if conflict else ALREADY_EARLIER if action == "mark" else None,
+                conflict=conflict is not None,
+                outside=row.outside,
             )
             last_acting[row.path] = index
         elif joinable:
@@ -237,7 +262,8 @@ def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
         if row.action in ("restore", "trash") and row.expect is not None and row.expect.kind in ("file", "symlink"):
             count = seen_paths.get(row.path, 0) + 1
             seen_paths[row.path] = count
-            trash_name = row.path if count == 1 else f"{row.path}~{count}"
+            name = "outside/" + row.path.lstrip("/") if row.outside else row.path
+            trash_name = name if count == 1 else f"{name}~{count}"
         warnings: tuple[str, ...] = ()
         if row.action == "restore" and row.target is not None and (row.target.mode or 0) & SPECIAL_BITS:
             warnings = ("its setuid, setgid or sticky bit is not restored",)
@@ -255,9 +281,58 @@ def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
                 conflict=row.conflict,
                 warnings=warnings,
                 trash_name=trash_name,
+                ref=row.ref,
+                outside=row.outside,
             )
         )
     return tuple(finished)
+
+
+def _ref_rows(turns: Sequence[Turn], current: dict[str, str] | None) -> list[_Row]:
+    """Rows that move back the git refs the turns moved, newest first; a ref moved since is left alone.
+
+    Moves of one ref that chain become one move, like a file's rows.
+    """
+    if current is None:
+        return []
+    state: dict[str, str | None] = dict(current)
+    rows: list[_Row] = []
+    by_name: dict[str, int] = {}
+    for turn in turns:
+        for change in turn.refs:
+            if change.reverted:
+                continue
+            now = state.get(change.name)
+            name = RelPath(ref_short_name(change.name))
+            update = RefUpdate(change.name, now, change.before)
+            if now == change.before:
+                rows.append(_Row(name, "mark", None, None, [change.id], turn.id, ALREADY_EARLIER, ref=update))
+                continue
+            if now != change.after:
+                reason = REF_MOVED.format(now=ref_value_text(now))
+                rows.append(_Row(name, "skip", None, None, [change.id], turn.id, reason, ref=update))
+                continue
+            state[change.name] = change.before
+            previous = by_name.get(change.name)
+            if previous is not None:
+                first = rows[previous]
+                assert first.ref is not None
+                first.ref = RefUpdate(change.name, first.ref.expect, change.before)
+                first.change_ids.append(change.id)
+                continue
+            by_name[change.name] = len(rows)
+            rows.append(
+                _Row(
+                    name,
+                    "ref",
+                    None,
+                    None,
+                    [change.id],
+                    turn.id,
+                    ref=RefUpdate(change.name, change.after, change.before),
+                )
+            )
+    return rows
 
 
 # -- undo ----------------------------------------------------------------------------------
@@ -320,9 +395,21 @@ def plan_undo(
     """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
+    late_jobs = {
+        call.id: "background job" if call.kind == "job" else "the command past its timeout"
+        for turn in turns
+        for call in turn.calls
+        if call.late
+    }
+    checked: set[str] = set()
 
-    def later_pending(change: Change) -> str | None:
-        later = store.pending_later_call(project.id, change.path, change.call_id, in_plan)
+    def hold(change: Change) -> str | None:
+        if change.call_id in late_jobs:
+            return LATE_JOB.format(what=late_jobs[change.call_id], call=short_id(change.call_id))
+        if change.path in checked:
+            return None  # only a path's newest change in the plan can have a later call that stands
+        checked.add(change.path)
+        later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
         return LATER_CALL.format(call=short_id(later)) if later else None
 
     rows: list[_Row] = []
@@ -340,15 +427,16 @@ def plan_undo(
                         conflict_reason=lambda _change: UNDO_CONFLICT,
                         cut_short_reason=CUT_SHORT_UNDO,
                         overwrite=force,
-                        later_pending=later_pending,
+                        hold=hold,
                     )
                 )
+    rows = _merge_chains(rows) + _ref_rows(turns, git.read_refs(project.root))
     return Plan(
         id=op_id,
         kind="undo",
         session_id=session.id,
         project_id=project.id,
-        rows=_finish_rows(_merge_chains(rows)),
+        rows=_finish_rows(rows),
         sections=tuple(PlanSection(turn.id, f"undo turn {short_id(turn.id)}: {title_for(turn)}") for turn in turns),
         turn_ids=tuple(turn.id for turn in turns),
         force=force,
@@ -379,7 +467,7 @@ def plan_revert(
         raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} changed no files")
 
     def conflict(change: Change) -> str:
-        later = store.later_calls_on_path(project.id, change.path, call.id)
+        later = store.later_calls_on_path(project.id, change.path, call.id, outside=change.outside)
         text = "changed since the call"
         if later:
             text += f"; call {short_id(later[-1])} wrote it later (revert that first, newest first)"

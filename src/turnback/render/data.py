@@ -57,7 +57,13 @@ def turn_data(turn: Turn) -> dict[str, Any]:
 
 
 def summary_data(summary: TurnSummary) -> dict[str, Any]:
-    return {"files": summary.files, "added": summary.added, "removed": summary.removed, "line": summary.line}
+    return {
+        "files": summary.files,
+        "added": summary.added,
+        "removed": summary.removed,
+        "line": summary.line,
+        "notes": list(summary.notes),
+    }
 
 
 def session_data(session: Session, project: Project | None = None) -> dict[str, Any]:

@@ -1,18 +1,19 @@
 """Summaries: net changes of a turn, the end-of-turn line with groups, short descriptions.
 
 Groups: user groups from ``[diff.groups]`` match first, in file order, then
-the built-in ones. A glob without ``/`` matches a file name in any folder;
-one that ends in ``/`` matches every file below a folder of that name; any
-other matches the whole path from the project root.
+the built-in ones, by the glob rules of :mod:`turnback.globs`.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import shlex
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from fnmatch import fnmatchcase
 
-from turnback.model import BlobId, Call, ChangeKind, FileState, Turn, change_kind
+from turnback.globs import glob_matches
+from turnback.model import BlobId, Call, Change, ChangeKind, FileState, Turn, change_kind
 from turnback.render.diff import diff_states
 
 BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -61,18 +62,6 @@ BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 CODE_GROUP = "code"
 
 
-def glob_matches(glob: str, path: str) -> bool:
-    parts = path.split("/")
-    if glob.endswith("/"):
-        folder = glob.rstrip("/")
-        depth = folder.count("/") + 1
-        folders = parts[:-1]
-        return any(fnmatchcase("/".join(folders[i : i + depth]), folder) for i in range(len(folders) - depth + 1))
-    if "/" not in glob:
-        return fnmatchcase(parts[-1], glob)
-    return fnmatchcase(path, glob)
-
-
 def group_of(path: str, user_groups: Sequence[tuple[str, Sequence[str]]]) -> str:
     for name, globs in (*user_groups, *BUILTIN_GROUPS):
         if any(glob_matches(glob, path) for glob in globs):
@@ -91,25 +80,30 @@ class NetChange:
     added: int
     removed: int
     binary: bool
-    moved_from: str | None = None
+    outside: bool = False
+    not_covered: str | None = None
 
 
 def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[NetChange]:
-    """The net change of each file, link or folder over *calls* (dropping paths that ended where they began)."""
-    first: dict[str, FileState] = {}
-    last: dict[str, FileState] = {}
+    """The net change of each file, link or folder over *calls* (dropping paths that ended where they began).
+
+    A path left out of the snapshots (not covered) has no content to compare: it is kept whenever it changed.
+    """
+    first: dict[str, Change] = {}
+    last: dict[str, Change] = {}
     for call in calls:
         for change in call.changes:
-            first.setdefault(change.path, change.before)
-            last[change.path] = change.after if change.after is not None else change.before
+            first.setdefault(change.path, change)
+            last[change.path] = change
     result = []
-    for path, before in first.items():
-        after = last[path]
-        if before.same_as(after) and before.kind != "dir":
+    for path, opening in first.items():
+        closing = last[path]
+        before = opening.before
+        after = closing.after if closing.after is not None else closing.before
+        not_covered = opening.not_covered or closing.not_covered
+        if not not_covered and (before.same_as(after) or before.kind == after.kind == "dir"):
             continue
-        if before.kind == after.kind == "dir":
-            continue
-        diff = diff_states(before, after, load) if "file" in (before.kind, after.kind) else None
+        diff = diff_states(before, after, load) if "file" in (before.kind, after.kind) and not not_covered else None
         result.append(
             NetChange(
                 path=path,
@@ -118,7 +112,9 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
                 kind=change_kind(before, after),
                 added=diff.added if diff else 0,
                 removed=diff.removed if diff else 0,
-                binary=diff.binary if diff else False,
+                binary=diff.binary if diff else not_covered is not None,
+                outside=opening.outside,
+                not_covered=not_covered,
             )
         )
     return result
@@ -126,7 +122,7 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
 
 def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> str:
     """``3 files changed, +24 -7``, naming up to two groups that are not code, largest first."""
-    files = [change for change in changes if change.before.kind != "dir" and change.after.kind != "dir"]
+    files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
     if not files:
         return ""
     added = sum(change.added for change in files)
@@ -151,6 +147,40 @@ def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, 
                 text += f" -{group_removed}"
             named.append(text)
         line += f" ({', '.join(named)})"
+    return line
+
+
+def display_path(path: str, home: str | None = None) -> str:
+    """A project path as is; an outside (absolute) path with the home folder as ``~``."""
+    home = home if home is not None else os.path.expanduser("~")
+    if home and home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
+        return "~" + path[len(home.rstrip("/")) :]
+    return path
+
+
+LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
+_LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
+
+
+def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, shown: int = 3) -> str:
+    """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed."""
+    files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind if c.after else "")]
+    if not files:
+        return ""
+    files.sort(key=lambda c: (LINE_ORDER[c.kind], c.path))
+    items = []
+    for change in files[:shown]:
+        text = f"{_LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
+        if change.not_covered:
+            text += " (not covered)"
+        elif change.kind == "modified":
+            diff = diff_states(change.before, change.after, load)
+            if not diff.binary:
+                text += f" +{diff.added} -{diff.removed}"
+        items.append(text)
+    line = " · ".join(items)
+    if len(files) > shown:
+        line += f" (+{len(files) - shown} more)"
     return line
 
 
@@ -183,8 +213,20 @@ def turn_title(turn: Turn, load: Callable[[BlobId], bytes]) -> str:
     return describe_changes(net_changes(turn.calls, load))
 
 
+def _command_words(raw: str | None) -> list[str]:
+    try:
+        words = json.loads(raw or "{}").get("command") or []
+    except (ValueError, AttributeError):
+        return []
+    return [str(word) for word in words]
+
+
 def call_title(call: Call) -> str:
-    """``edit src/a.py``, ``move a.txt -> b.txt``: the tool and the paths it wrote."""
+    """``edit src/a.py``, ``move a.txt -> b.txt``, ``exec make test``: the tool and what it acted on."""
+    if call.kind in ("command", "job"):
+        text = shlex.join(_command_words(call.input))
+        text = text if len(text) <= 60 else text[:59] + "…"
+        return f"{'job' if call.kind == 'job' else 'exec'} {text}"
     files = [
         c for c in call.changes if not (c.before.kind == "absent" and c.after is not None and c.after.kind == "dir")
     ]
@@ -199,10 +241,12 @@ def call_title(call: Call) -> str:
 
 __all__ = [
     "BUILTIN_GROUPS",
+    "LINE_ORDER",
     "NetChange",
     "call_title",
+    "command_line",
     "describe_changes",
-    "glob_matches",
+    "display_path",
     "group_of",
     "net_changes",
     "summary_line",

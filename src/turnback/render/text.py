@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
-from turnback.render.summary import call_title, net_changes
+from turnback.render.summary import call_title, display_path, net_changes
 
 Load = Callable[[BlobId], bytes]
 
@@ -70,6 +70,9 @@ def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> l
         if change.reverted:
             lines.append(f"reverted {change.path}")
             continue
+        if change.not_covered:
+            lines.append(f"{change.kind} {change.path} (not covered: {change.not_covered})")
+            continue
         lines.append(change_label(change, diff_states(change.before, change.after, load)))
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
     return lines
@@ -77,7 +80,9 @@ def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> l
 
 def row_line(row: PlanRow, *, with_result: bool = False) -> str:
     action = row.action
-    text = f"{action:<11} {row.path}"
+    if row.ref is not None and action == "ref":
+        return f"{action:<11} {row.ref.text()}"
+    text = f"{action:<11} {display_path(row.path) if row.outside else row.path}"
     if (row.target is not None and row.target.kind == "dir") or (row.expect is not None and row.expect.kind == "dir"):
         text += "/"
     reason = row.note if with_result and row.note else row.reason
@@ -152,7 +157,8 @@ def result_lines(result: OpResult) -> list[str]:
             label = (
                 "failed" if row.status == "failed" else ("not covered" if row.action == "not covered" else "skipped")
             )
-            lines.append(f"{label:<11} {row.path} ({row.note or row.reason})")
+            shown = display_path(row.path) if row.outside else row.path
+            lines.append(f"{label:<11} {shown} ({row.note or row.reason})")
     return lines
 
 

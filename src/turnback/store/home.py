@@ -33,9 +33,14 @@ def env_session() -> str | None:
     return os.environ.get(ENV_SESSION) or None
 
 
+def env_no_color() -> bool:
+    """Whether ``NO_COLOR`` asks for no colour (https://no-color.org)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
 def keyring_allowed() -> bool:
     """Whether the OS keyring may be tried (``TURNBACK_NO_KEYRING=1`` turns it off)."""
     return os.environ.get(ENV_NO_KEYRING, "") in ("", "0")
 
 
-__all__ = ["default_home", "env_key_secret", "env_session", "keyring_allowed"]
+__all__ = ["default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"]

@@ -104,6 +104,37 @@ MIGRATIONS: list[list[str]] = [
             data BLOB NOT NULL,
             created_at INTEGER NOT NULL)""",
     ],
+    # 2: shell commands and background jobs, tree snapshots, git refs, files outside the project
+    [
+        "ALTER TABLE calls ADD COLUMN kind TEXT NOT NULL DEFAULT 'tool'",
+        "ALTER TABLE calls ADD COLUMN pid INTEGER",
+        "ALTER TABLE calls ADD COLUMN pid_start INTEGER",
+        "ALTER TABLE calls ADD COLUMN watcher_pid INTEGER",
+        "ALTER TABLE calls ADD COLUMN watcher_start INTEGER",
+        "ALTER TABLE calls ADD COLUMN exit_code INTEGER",
+        "ALTER TABLE calls ADD COLUMN snapshot_id TEXT",
+        "ALTER TABLE calls ADD COLUMN late INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE calls ADD COLUMN unasked INTEGER NOT NULL DEFAULT 0",
+        "CREATE INDEX calls_running ON calls(status, kind)",
+        "ALTER TABLE changes ADD COLUMN outside INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE changes ADD COLUMN not_covered_enc BLOB",
+        "ALTER TABLE turns ADD COLUMN refs_before_enc BLOB",
+        """CREATE TABLE ref_changes(
+            id INTEGER PRIMARY KEY,
+            turn_id TEXT NOT NULL REFERENCES turns(id),
+            seq INTEGER NOT NULL,
+            body_enc BLOB NOT NULL,
+            reverted INTEGER NOT NULL DEFAULT 0,
+            UNIQUE(turn_id, seq))""",
+        """CREATE TABLE snapshots(
+            id TEXT PRIMARY KEY,
+            project_id TEXT NOT NULL REFERENCES projects(id),
+            purpose TEXT NOT NULL,
+            created_at INTEGER NOT NULL,
+            entries INTEGER NOT NULL,
+            data_enc BLOB NOT NULL)""",
+        "CREATE INDEX snapshots_by_project ON snapshots(project_id, purpose, created_at)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

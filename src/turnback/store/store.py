@@ -20,6 +20,7 @@ from turnback.model import (
     BlobId,
     Call,
     CallId,
+    CallKind,
     CallStatus,
     Change,
     FileState,
@@ -31,6 +32,8 @@ from turnback.model import (
     PlanSection,
     Project,
     ProjectId,
+    RefChange,
+    RefUpdate,
     RowStatus,
     Session,
     SessionId,
@@ -46,6 +49,7 @@ from turnback.store.crypto import Crypto, Keys
 from turnback.store.db import Database
 
 DB_NAME = "turnback.db"
+OUTSIDE_SCOPE = "outside"  # the path-id scope of files outside any project (absolute paths)
 TRASH_DIR = "trash"
 LOCKS_DIR = "locks"
 LOG_NAME = "turnback.log"
@@ -199,8 +203,9 @@ class Store:
     def _open(self, sealed: bytes | None, context: str) -> str | None:
         return self.crypto.open_text(None if sealed is None else bytes(sealed), context)
 
-    def path_id(self, project_id: ProjectId, path: str) -> bytes:
-        return self.crypto.path_id(project_id, path)
+    def path_id(self, scope: str, path: str) -> bytes:
+        """The keyed id of *path* in *scope*: a project id, or ``OUTSIDE_SCOPE`` for an absolute outside path."""
+        return self.crypto.path_id(scope, path)
 
     # -- projects --------------------------------------------------------------------------
 
@@ -324,7 +329,7 @@ class Store:
         "id, session_id, number, parent, message_enc, status, undone, started_at, ended_at, holder_pid, holder_start"
     )
 
-    def _turn_from_row(self, row: Sequence[Any], calls: tuple[Call, ...] = ()) -> Turn:
+    def _turn_from_row(self, row: Sequence[Any], calls: tuple[Call, ...] = (), *, with_refs: bool = False) -> Turn:
         return Turn(
             id=TurnId(row[0]),
             session_id=SessionId(row[1]),
@@ -337,11 +342,19 @@ class Store:
             ended_at=row[8],
             holder_pid=row[9],
             calls=calls,
+            refs=self.ref_changes(TurnId(row[0])) if with_refs else (),
         )
 
     def create_turn(
-        self, session_id: SessionId, message: str | None, *, holder_pid: int | None, holder_start: int | None
+        self,
+        session_id: SessionId,
+        message: str | None,
+        *,
+        holder_pid: int | None,
+        holder_start: int | None,
+        refs: dict[str, str] | None = None,
     ) -> Turn:
+        """A new running turn, child of the session's head; *refs* are the git refs at its start."""
         turn_id = TurnId(self.new_id())
         with self.transaction():
             session = self.session(session_id)
@@ -363,19 +376,62 @@ class Store:
                     holder_start,
                 ),
             )
+            if refs is not None:
+                self.db.execute(
+                    "UPDATE turns SET refs_before_enc=? WHERE id=?",
+                    (self.crypto.seal(json.dumps(refs).encode(), f"turns.refs_before:{turn_id}".encode()), turn_id),
+                )
             self.db.execute("UPDATE sessions SET head=?, active_at=? WHERE id=?", (turn_id, self.now(), session_id))
         return self.turn(turn_id)
+
+    def refs_at_turn_start(self, turn_id: TurnId) -> dict[str, str] | None:
+        row = self.db.one("SELECT refs_before_enc FROM turns WHERE id=?", (turn_id,))
+        if row is None or row[0] is None:
+            return None
+        data: dict[str, str] = json.loads(self.crypto.open(bytes(row[0]), f"turns.refs_before:{turn_id}".encode()))
+        return data
+
+    def add_ref_changes(self, turn_id: TurnId, moves: Sequence[tuple[str, str | None, str | None]]) -> None:
+        """Record the refs a turn moved: (name, value before, value after)."""
+        self.db.executemany(
+            "INSERT INTO ref_changes(turn_id, seq, body_enc) VALUES(?,?,?)",
+            [
+                (
+                    turn_id,
+                    seq,
+                    self.crypto.seal(
+                        json.dumps([name, before, after]).encode(), f"ref_changes:{turn_id}:{seq}".encode()
+                    ),
+                )
+                for seq, (name, before, after) in enumerate(moves)
+            ],
+        )
+
+    def ref_changes(self, turn_id: TurnId) -> tuple[RefChange, ...]:
+        changes = []
+        for change_id, seq, body, reverted in self.db.all(
+            "SELECT id, seq, body_enc, reverted FROM ref_changes WHERE turn_id=? ORDER BY seq", (turn_id,)
+        ):
+            name, before, after = json.loads(self.crypto.open(bytes(body), f"ref_changes:{turn_id}:{seq}".encode()))
+            changes.append(RefChange(change_id, turn_id, name, before, after, bool(reverted)))
+        return tuple(changes)
+
+    def mark_ref_changes_reverted(self, ids: Iterable[int]) -> None:
+        self.db.executemany("UPDATE ref_changes SET reverted=1 WHERE id=?", [(i,) for i in ids])
 
     def turn(self, turn_id: TurnId, *, with_calls: bool = False) -> Turn:
         row = self.db.one(f"SELECT {self._TURN_COLUMNS} FROM turns WHERE id=?", (turn_id,))
         if row is None:
             raise UsageError(f"no turn {turn_id}")
         calls = self.calls_of_turn(turn_id) if with_calls else ()
-        return self._turn_from_row(row, calls)
+        return self._turn_from_row(row, calls, with_refs=with_calls)
 
     def turns(self, session_id: SessionId, *, with_calls: bool = False) -> list[Turn]:
         rows = self.db.all(f"SELECT {self._TURN_COLUMNS} FROM turns WHERE session_id=? ORDER BY number", (session_id,))
-        return [self._turn_from_row(row, self.calls_of_turn(TurnId(row[0])) if with_calls else ()) for row in rows]
+        return [
+            self._turn_from_row(row, self.calls_of_turn(TurnId(row[0])) if with_calls else (), with_refs=with_calls)
+            for row in rows
+        ]
 
     def turn_by_number(self, session_id: SessionId, number: int) -> Turn:
         row = self.db.one(
@@ -386,11 +442,13 @@ class Store:
         return self._turn_from_row(row)
 
     def turns_with_changes(self, session_id: SessionId) -> set[str]:
-        """Ids of the session's turns that recorded at least one change."""
+        """Ids of the session's turns that recorded at least one change of a file or a git ref."""
         rows = self.db.all(
             "SELECT DISTINCT calls.turn_id FROM calls JOIN changes ON changes.call_id = calls.id"
-            " WHERE calls.session_id=?",
-            (session_id,),
+            " WHERE calls.session_id=?"
+            " UNION SELECT DISTINCT ref_changes.turn_id FROM ref_changes JOIN turns ON turns.id = ref_changes.turn_id"
+            " WHERE turns.session_id=?",
+            (session_id, session_id),
         )
         return {row[0] for row in rows}
 
@@ -413,10 +471,21 @@ class Store:
 
     # -- calls and changes -----------------------------------------------------------------
 
-    def create_call(self, turn: Turn, tool: str, raw_input: str | None) -> CallId:
+    def create_call(
+        self,
+        turn: Turn,
+        tool: str,
+        raw_input: str | None,
+        *,
+        kind: CallKind = "tool",
+        snapshot_id: str | None = None,
+        unasked: bool = False,
+    ) -> CallId:
         call_id = CallId(self.new_id())
         self.db.execute(
-            "INSERT INTO calls(id, turn_id, session_id, tool, input_enc, status, started_at) VALUES(?,?,?,?,?,?,?)",
+            "INSERT INTO calls(id, turn_id, session_id, tool, input_enc, status, started_at, kind, snapshot_id,"
+            " unasked)"
+            " VALUES(?,?,?,?,?,?,?,?,?,?)",
             (
                 call_id,
                 turn.id,
@@ -425,9 +494,61 @@ class Store:
                 self._seal(raw_input, f"calls.input:{call_id}"),
                 "running",
                 self.now(),
+                kind,
+                snapshot_id,
+                int(unasked),
             ),
         )
         return call_id
+
+    def set_call_processes(
+        self,
+        call_id: CallId,
+        *,
+        pid: int | None = None,
+        pid_start: int | None = None,
+        watcher_pid: int | None = None,
+        watcher_start: int | None = None,
+    ) -> None:
+        """Name the command's process and the process that will record its end."""
+        if pid is not None:
+            self.db.execute("UPDATE calls SET pid=?, pid_start=? WHERE id=?", (pid, pid_start, call_id))
+        if watcher_pid is not None:
+            self.db.execute(
+                "UPDATE calls SET watcher_pid=?, watcher_start=? WHERE id=?", (watcher_pid, watcher_start, call_id)
+            )
+
+    def running_commands(self, project_id: ProjectId) -> list[tuple[Call, int | None, int | None, int | None]]:
+        """Commands and jobs of the project not recorded as ended: each with its pid's start time and its watcher."""
+        rows = self.db.all(
+            f"SELECT {self._CALL_COLUMNS}, calls.pid_start, calls.watcher_pid, calls.watcher_start FROM calls"
+            " JOIN sessions ON sessions.id = calls.session_id"
+            " WHERE calls.status='running' AND calls.kind IN ('command', 'job') AND sessions.project_id=?"
+            " ORDER BY calls.rowid",
+            (project_id,),
+        )
+        n = len(self._CALL_COLUMNS.split(","))
+        return [(self._call_from_row(row, with_changes=False), row[n], row[n + 1], row[n + 2]) for row in rows]
+
+    def call_processes(self, call_id: CallId) -> tuple[int | None, int | None, int | None, int | None]:
+        """A command call's pid and its start time, and its watcher's pid and start time."""
+        row = self.db.one("SELECT pid, pid_start, watcher_pid, watcher_start FROM calls WHERE id=?", (call_id,))
+        return (None, None, None, None) if row is None else (row[0], row[1], row[2], row[3])
+
+    def command_calls(self, *, session_id: SessionId | None, project_id: ProjectId | None) -> list[Call]:
+        """Jobs and commands past their timeout (those with a watcher of their own), oldest first."""
+        where = "calls.session_id=?" if session_id else "sessions.project_id=?"
+        rows = self.db.all(
+            f"SELECT {self._CALL_COLUMNS} FROM calls JOIN sessions ON sessions.id = calls.session_id"
+            f" WHERE {where} AND (calls.kind='job' OR (calls.kind='command' AND calls.watcher_pid IS NOT NULL"
+            " AND calls.exit_code IS NULL AND calls.status<>'failed')) ORDER BY calls.rowid",
+            (session_id or project_id,),
+        )
+        return [self._call_from_row(row) for row in rows]
+
+    def call_snapshot_id(self, call_id: CallId) -> str | None:
+        row = self.db.one("SELECT snapshot_id FROM calls WHERE id=?", (call_id,))
+        return None if row is None else row[0]
 
     def add_change(
         self,
@@ -439,24 +560,28 @@ class Store:
         after: FileState | None,
         *,
         partial: bool = False,
+        outside: bool = False,
+        not_covered: str | None = None,
     ) -> int:
         where = f"{call_id}:{seq}"
         cursor = self.db.execute(
             "INSERT INTO changes(call_id, seq, project_id, path_id, path_enc,"
             " before_kind, before_blob, before_size, before_mode, before_target_enc,"
-            " after_kind, after_blob, after_size, after_mode, after_target_enc, partial)"
-            " VALUES(?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?)",
+            " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, outside, not_covered_enc)"
+            " VALUES(?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?)",
             (
                 call_id,
                 seq,
                 project_id,
-                self.path_id(project_id, path),
+                self.path_id(OUTSIDE_SCOPE if outside else project_id, path),
                 self._seal(path, f"changes.path:{where}"),
                 *_state_columns(before),
                 self._seal(before.target, f"changes.before_target:{where}"),
                 *_state_columns(after),
                 self._seal(after.target if after else None, f"changes.after_target:{where}"),
                 int(partial),
+                int(outside),
+                self._seal(not_covered, f"changes.not_covered:{where}"),
             ),
         )
         assert cursor.lastrowid is not None
@@ -479,15 +604,24 @@ class Store:
     def delete_change(self, change_id: int) -> None:
         self.db.execute("DELETE FROM changes WHERE id=?", (change_id,))
 
-    def finish_call(self, call_id: CallId, status: CallStatus, error: str | None = None) -> None:
+    def finish_call(
+        self,
+        call_id: CallId,
+        status: CallStatus,
+        error: str | None = None,
+        *,
+        exit_code: int | None = None,
+        late: bool = False,
+    ) -> None:
         self.db.execute(
-            "UPDATE calls SET status=?, ended_at=?, error_enc=? WHERE id=?",
-            (status, self.now(), self._seal(error, f"calls.error:{call_id}"), call_id),
+            "UPDATE calls SET status=?, ended_at=?, error_enc=?, exit_code=?, late=? WHERE id=?",
+            (status, self.now(), self._seal(error, f"calls.error:{call_id}"), exit_code, int(late), call_id),
         )
 
     _CHANGE_COLUMNS = (
         "id, call_id, seq, path_enc, before_kind, before_blob, before_size, before_mode, before_target_enc,"
-        " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, evicted, reverted"
+        " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, evicted, reverted,"
+        " outside, not_covered_enc"
     )
 
     def _change_from_row(self, row: Sequence[Any]) -> Change:
@@ -520,15 +654,20 @@ class Store:
             partial=bool(row[14]),
             evicted=bool(row[15]),
             reverted=bool(row[16]),
+            outside=bool(row[17]),
+            not_covered=self._open(row[18], f"changes.not_covered:{where}"),
         )
 
     def changes_of_call(self, call_id: CallId) -> tuple[Change, ...]:
         rows = self.db.all(f"SELECT {self._CHANGE_COLUMNS} FROM changes WHERE call_id=? ORDER BY seq", (call_id,))
         return tuple(self._change_from_row(row) for row in rows)
 
-    _CALL_COLUMNS = "id, turn_id, session_id, tool, input_enc, status, started_at, ended_at, error_enc"
+    _CALL_COLUMNS = (
+        "calls.id, calls.turn_id, calls.session_id, calls.tool, calls.input_enc, calls.status, calls.started_at,"
+        " calls.ended_at, calls.error_enc, calls.kind, calls.exit_code, calls.pid, calls.late, calls.unasked"
+    )
 
-    def _call_from_row(self, row: Sequence[Any]) -> Call:
+    def _call_from_row(self, row: Sequence[Any], *, with_changes: bool = True) -> Call:
         call_id = CallId(row[0])
         return Call(
             id=call_id,
@@ -540,7 +679,12 @@ class Store:
             started_at=row[6],
             ended_at=row[7],
             error=self._open(row[8], f"calls.error:{call_id}"),
-            changes=self.changes_of_call(call_id),
+            changes=self.changes_of_call(call_id) if with_changes else (),
+            kind=row[9],
+            exit_code=row[10],
+            pid=row[11],
+            late=bool(row[12]),
+            unasked=bool(row[13]),
         )
 
     def call(self, call_id: CallId) -> Call:
@@ -550,21 +694,23 @@ class Store:
         return self._call_from_row(row)
 
     def calls_of_turn(self, turn_id: TurnId) -> tuple[Call, ...]:
-        rows = self.db.all(f"SELECT {self._CALL_COLUMNS} FROM calls WHERE turn_id=? ORDER BY rowid", (turn_id,))
+        rows = self.db.all(f"SELECT {self._CALL_COLUMNS} FROM calls WHERE turn_id=? ORDER BY calls.rowid", (turn_id,))
         return tuple(self._call_from_row(row) for row in rows)
 
-    def later_calls_on_path(self, project_id: ProjectId, path: RelPath, call_id: CallId) -> list[CallId]:
+    def later_calls_on_path(
+        self, project_id: ProjectId, path: RelPath, call_id: CallId, *, outside: bool = False
+    ) -> list[CallId]:
         """Calls after *call_id* (in any session of the project) that changed *path*, oldest first."""
         rows = self.db.all(
             "SELECT DISTINCT calls.id, calls.rowid FROM changes JOIN calls ON calls.id = changes.call_id"
             " WHERE changes.project_id=? AND changes.path_id=?"
             " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid",
-            (project_id, self.path_id(project_id, path), call_id),
+            (project_id, self.path_id(OUTSIDE_SCOPE if outside else project_id, path), call_id),
         )
         return [CallId(row[0]) for row in rows]
 
     def pending_later_call(
-        self, project_id: ProjectId, path: RelPath, call_id: CallId, excluding: set[str]
+        self, project_id: ProjectId, path: RelPath, call_id: CallId, excluding: set[str], *, outside: bool = False
     ) -> CallId | None:
         """The newest call after *call_id* (any session of the project, not in *excluding*) whose change
         of *path* is not taken back: while it stands, an undo of *call_id*'s change must not act."""
@@ -572,7 +718,7 @@ class Store:
             "SELECT calls.id FROM changes JOIN calls ON calls.id = changes.call_id"
             " WHERE changes.project_id=? AND changes.path_id=? AND changes.reverted=0"
             " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid DESC",
-            (project_id, self.path_id(project_id, path), call_id),
+            (project_id, self.path_id(OUTSIDE_SCOPE if outside else project_id, path), call_id),
         )
         for row in rows:
             if row[0] not in excluding:
@@ -591,7 +737,8 @@ class Store:
             " WHERE calls.turn_id=?",
             (turn_id,),
         )
-        total, reverted = int(row[0]), int(row[1])
+        refs = self.db.one("SELECT COUNT(*), COALESCE(SUM(reverted), 0) FROM ref_changes WHERE turn_id=?", (turn_id,))
+        total, reverted = int(row[0]) + int(refs[0]), int(row[1]) + int(refs[1])
         state: UndoState = "no" if reverted == 0 else ("yes" if reverted == total else "partly")
         self.set_turn_undone(turn_id, state)
         return state
@@ -652,6 +799,8 @@ class Store:
             "conflict": row.conflict,
             "warnings": list(row.warnings),
             "trash_name": row.trash_name,
+            "ref": [row.ref.name, row.ref.expect, row.ref.target] if row.ref else None,
+            "outside": row.outside,
         }
 
     def load_plan(self, op_id: OpId) -> Plan:
@@ -689,6 +838,8 @@ class Store:
                     trash_name=body["trash_name"],
                     status=status,
                     note=note,
+                    ref=RefUpdate(*body["ref"]) if body.get("ref") else None,
+                    outside=body.get("outside", False),
                 )
             )
         return Plan(
@@ -727,6 +878,48 @@ class Store:
     def ops_in_status(self, session_id: SessionId, status: OpStatus) -> list[OpId]:
         rows = self.db.all("SELECT id FROM ops WHERE session_id=? AND status=? ORDER BY id", (session_id, status))
         return [OpId(row[0]) for row in rows]
+
+    # -- tree snapshots (the stat cache) ----------------------------------------------------
+
+    def save_snapshot(self, project_id: ProjectId, data: bytes, entries: int, *, purpose: str = "cache") -> str:
+        """Keep a tree snapshot (opaque, compressed by the caller).
+
+        ``cache``: the project's stat cache; older caches are dropped.
+        ``call``: what a command's paths held before it ran; dropped once no
+        running call names it.
+        """
+        snapshot_id = self.new_id()
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc) VALUES(?,?,?,?,?,?)",
+                (
+                    snapshot_id,
+                    project_id,
+                    purpose,
+                    self.now(),
+                    entries,
+                    self.crypto.seal(data, f"snapshots:{snapshot_id}".encode()),
+                ),
+            )
+            self.db.execute(
+                "DELETE FROM snapshots WHERE project_id=? AND id<>? AND (purpose<>'cache' OR ?='cache')"
+                " AND id NOT IN (SELECT snapshot_id FROM calls WHERE status='running' AND snapshot_id IS NOT NULL)",
+                (project_id, snapshot_id, purpose),
+            )
+        return snapshot_id
+
+    def snapshot(self, snapshot_id: str) -> bytes | None:
+        row = self.db.one("SELECT data_enc FROM snapshots WHERE id=?", (snapshot_id,))
+        return None if row is None else self.crypto.open(bytes(row[0]), f"snapshots:{snapshot_id}".encode())
+
+    def latest_snapshot(self, project_id: ProjectId) -> bytes | None:
+        """The project's stat cache, if it has one."""
+        row = self.db.one(
+            "SELECT id, data_enc FROM snapshots WHERE project_id=? AND purpose='cache'"
+            " ORDER BY created_at DESC, id DESC LIMIT 1",
+            (project_id,),
+        )
+        return None if row is None else self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode())
 
     def put_content(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         return self.blobs.put_chunks(chunks)

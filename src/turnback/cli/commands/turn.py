@@ -36,5 +36,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         return 0
     turn, summary = ctx.engine.end_turn(session.id)
     ctx.out.line(summary.line or "no files changed")
+    ctx.out.lines(list(summary.notes))
     ctx.out.json({"turn": data.turn_data(turn), "summary": data.summary_data(summary)})
     return 0

@@ -1,0 +1,350 @@
+"""Shell commands and background jobs: scan, run, scan; the difference is the call's change.
+
+The scan before a command is the baseline: whatever a user or an editor
+changed between calls is in it, so it is never attributed to, or undone with,
+the command. The scan after it, compared with that baseline, is what changed
+while the command ran (not who changed it).
+
+What a command's paths held before it ran is kept as the call's snapshot, so
+the command can be finished by another process: a command still running
+when its timeout passes is left running and a detached watcher records its
+changes when it ends; a background job is run by a detached runner that
+does the same. Until then the session is busy. Their changes join the turn
+that started them, marked ``late`` when that turn had already ended.
+
+Files outside the project are copied before the command per ``mode``:
+``auto`` and ``full`` copy the files and folders its command line names
+(folders whole, up to ``snapshot.home_max_files`` files and
+``snapshot.home_max_mib``); ``manual`` and ``cautious`` copy nothing, and a
+change there is recorded as not covered.
+"""
+
+from __future__ import annotations
+
+import json
+import marshal
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import IO
+
+import zstandard
+
+from turnback.capture.calls import CallTarget
+from turnback.capture.scan import (
+    Entry,
+    ScanRules,
+    Snapshot,
+    TreeChange,
+    decode_snapshot,
+    diff_snapshots,
+    encode_snapshot,
+    scan_tree,
+)
+from turnback.errors import StoreError
+from turnback.model import ABSENT, Call, CallId, CallKind, FileState, Project
+from turnback.paths import RelPath
+from turnback.procs import process_alive
+from turnback.store import Store
+
+WATCH_POLL_S = 0.2
+CALL_SNAPSHOT_FORMAT = 1
+
+
+@dataclass(frozen=True, slots=True)
+class OutsideRules:
+    mode: str
+    home_max_files: int
+    home_max_mib: int
+
+    @property
+    def home_max_bytes(self) -> int:
+        return self.home_max_mib << 20
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """An outside path a command names: copied (its snapshot) or not (the reason, and a stat to compare)."""
+
+    path: str
+    copied: bool
+    reason: str | None
+    stamp: tuple[int, int, int] | None  # (size, mtime_ns, mode) when not copied; None when absent
+
+
+@dataclass(frozen=True, slots=True)
+class CallBefore:
+    """What a command's paths held before it ran: the project's snapshot, and the outside paths it names."""
+
+    project: Snapshot
+    watches: tuple[Watch, ...]
+    outside: Snapshot  # absolute path -> entry, for the copied watches
+
+    def encode(self) -> bytes:
+        data = (
+            encode_snapshot(self.project),
+            [(w.path, w.copied, w.reason, w.stamp) for w in self.watches],
+            encode_snapshot(self.outside),
+        )
+        return bytes([CALL_SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(marshal.dumps(data))
+
+    @classmethod
+    def decode(cls, data: bytes) -> CallBefore:
+        if not data or data[0] != CALL_SNAPSHOT_FORMAT:
+            raise StoreError("a command's snapshot has a format this turnback does not read")
+        project, watches, outside = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+        return cls(
+            decode_snapshot(project) or {},
+            tuple(Watch(*w) for w in watches),
+            decode_snapshot(outside) or {},
+        )
+
+
+# -- scanning -----------------------------------------------------------------------------
+
+
+def scan_project(store: Store, project: Project, rules: ScanRules) -> Snapshot:
+    """Scan the project against its stat cache, and keep the result as the new cache."""
+    cached = store.latest_snapshot(project.id)
+    previous = decode_snapshot(cached) if cached else None
+    result = scan_tree(store, project.root, rules, previous, now_ns=time.time_ns())
+    store.save_snapshot(project.id, encode_snapshot(result.snapshot), len(result.snapshot))
+    return result.snapshot
+
+
+def named_paths(argv: Sequence[str], cwd: str) -> list[str]:
+    """Paths a command line names (words of ``sh -c`` strings and redirections too), as absolute paths.
+
+    A word counts when it looks like a path (has a ``/``, starts with ``~``)
+    or names something that exists in *cwd*, and its folder exists. Each is
+    the real path of its folder plus its own name, so it names the entry
+    itself, not what a link there points to.
+    """
+    words: list[str] = []
+    for arg in argv[1:]:
+        words.append(arg)
+        if any(c in arg for c in " ;|&><"):
+            lexer = shlex.shlex(arg, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            try:
+                words.extend(lexer)
+            except ValueError:  # an unclosed quote: the plain words are the best guess
+                words.extend(arg.split())
+    found: dict[str, None] = {}
+    for word in words:
+        for candidate in {word, word.split("=", 1)[-1]}:
+            candidate = candidate.lstrip("<>&0123456789") if candidate[:1] in "<>0123456789" else candidate
+            if not candidate or candidate.startswith("-") or "\0" in candidate:
+                continue
+            full = os.path.normpath(os.path.join(cwd, os.path.expanduser(candidate)))
+            if not (candidate.startswith("~") or "/" in candidate or os.path.lexists(full)):
+                continue
+            parent, name = os.path.split(full)
+            if name and os.path.isdir(parent):
+                found.setdefault(os.path.join(os.path.realpath(parent), name))
+    return list(found)
+
+
+def is_inside(path: str, root: str) -> bool:
+    return path == root.rstrip("/") or path.startswith(root.rstrip("/") + "/")
+
+
+def named_outside_paths(argv: Sequence[str], cwd: str, project_root: str) -> list[str]:
+    """The paths outside the project that a command line names."""
+    return [path for path in named_paths(argv, cwd) if not is_inside(path, project_root)]
+
+
+def _stamp(path: str) -> tuple[int, int, int] | None:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_size, st.st_mtime_ns, st.st_mode)
+
+
+def _too_large_folder(path: str, rules: OutsideRules) -> bool:
+    files = size = 0
+    for folder, _dirs, names in os.walk(path):
+        for name in names:
+            files += 1
+            try:
+                size += os.lstat(os.path.join(folder, name)).st_size
+            except OSError:
+                pass
+        if files > rules.home_max_files or size > rules.home_max_bytes:
+            return True
+    return False
+
+
+def _scan_outside(store: Store, path: str, rules: OutsideRules) -> Snapshot:
+    """One outside path (a file, a link, or a whole folder) as a snapshot keyed by absolute path."""
+    parent, name = os.path.split(path)
+    scan_rules = ScanRules(max_file_bytes=rules.home_max_bytes, max_file_mib=rules.home_max_mib)
+    result = scan_tree(store, parent, scan_rules, None, now_ns=time.time_ns(), only=name)
+    return {os.path.join(parent, rel): entry for rel, entry in result.snapshot.items()}
+
+
+def outside_copy_refusal(path: str, rules: OutsideRules) -> str | None:
+    """Why the outside path *path* would not be copied before a command (the mode, or its size), if it would not."""
+    if rules.mode in ("manual", "cautious"):
+        return f"mode {rules.mode} copies nothing outside the project"
+    if os.path.isdir(path) and not os.path.islink(path) and _too_large_folder(path, rules):
+        return (
+            f"a folder over snapshot.home_max_files ({rules.home_max_files}) or "
+            f"snapshot.home_max_mib ({rules.home_max_mib} MiB), so it is not copied"
+        )
+    return None
+
+
+def watch_outside(store: Store, paths: Sequence[str], rules: OutsideRules) -> tuple[tuple[Watch, ...], Snapshot]:
+    """Copy each outside path before the command runs, as far as the mode and the limits allow."""
+    watches: list[Watch] = []
+    outside: Snapshot = {}
+    for path in paths:
+        reason = outside_copy_refusal(path, rules)
+        if reason is not None:
+            watches.append(Watch(path, False, reason, _stamp(path)))
+            continue
+        outside.update(_scan_outside(store, path, rules))
+        watches.append(Watch(path, True, None, None))
+    return tuple(watches), outside
+
+
+# -- recording ----------------------------------------------------------------------------
+
+
+def start_call(
+    target: CallTarget,
+    argv: Sequence[str],
+    cwd: str,
+    rules: ScanRules,
+    outside_rules: OutsideRules,
+    *,
+    kind: CallKind,
+    unasked: bool,
+) -> tuple[CallId, CallBefore]:
+    """Scan the baseline, copy the outside paths the command names, and record a running call."""
+    store = target.store
+    project = scan_project(store, target.project, rules)
+    watches, outside = watch_outside(store, named_outside_paths(argv, cwd, target.project.root), outside_rules)
+    before = CallBefore(project, watches, outside)
+    raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
+    with store.transaction():
+        snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(project), purpose="call")
+        call_id = store.create_call(target.turn, "exec", raw_input, kind=kind, snapshot_id=snapshot_id, unasked=unasked)
+    return call_id, before
+
+
+def _state(entry: Entry | None) -> FileState:
+    return ABSENT if entry is None else entry.state()
+
+
+def _reason(change: TreeChange) -> str | None:
+    for entry in (change.after, change.before):
+        if entry is not None and entry.kind == "uncovered":
+            return entry.reason
+    return None
+
+
+def finish_call(
+    store: Store,
+    project: Project,
+    call: Call,
+    before: CallBefore,
+    rules: ScanRules,
+    outside_rules: OutsideRules,
+    *,
+    exit_code: int | None,
+    error: str | None = None,
+) -> None:
+    """Scan after the command, and record the difference from its snapshot as the call's changes."""
+    after = scan_project(store, project, rules)
+    changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
+    for change in diff_snapshots(before.project, after):
+        changes.append((change.path, _state(change.before), _state(change.after), False, _reason(change)))
+    for watch in before.watches:
+        if watch.copied:
+            inside = {p: e for p, e in before.outside.items() if p == watch.path or p.startswith(watch.path + "/")}
+            now = _scan_outside(store, watch.path, outside_rules)
+            for change in diff_snapshots(inside, now):
+                changes.append((change.path, _state(change.before), _state(change.after), True, _reason(change)))
+        elif _stamp(watch.path) != watch.stamp:
+            changed = FileState("file") if os.path.lexists(watch.path) else ABSENT
+            was = FileState("file") if watch.stamp is not None else ABSENT
+            changes.append((watch.path, was, changed, True, watch.reason))
+    turn = store.turn(call.turn_id)
+    with store.transaction():
+        for seq, (path, old, new, outside, reason) in enumerate(changes):
+            store.add_change(call.id, seq, project.id, RelPath(path), old, new, outside=outside, not_covered=reason)
+        store.finish_call(
+            call.id, "done" if error is None else "failed", error, exit_code=exit_code, late=turn.status != "running"
+        )
+
+
+def load_call_before(store: Store, call_id: CallId) -> CallBefore:
+    snapshot_id = store.call_snapshot_id(call_id)
+    data = store.snapshot(snapshot_id) if snapshot_id else None
+    if data is None:
+        raise StoreError(f"the snapshot taken before command {call_id[:16]} is missing")
+    return CallBefore.decode(data)
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def spawn_helper(
+    home: str, args: Sequence[str], *, cwd: str, output: IO[bytes] | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``turnback --store HOME ARGS`` detached (its own session, no terminal): a watcher or a job runner."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "turnback", "--store", home, *args],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=output if output is not None else subprocess.DEVNULL,
+        stderr=subprocess.STDOUT if output is not None else subprocess.DEVNULL,
+        start_new_session=True,
+        close_fds=True,
+    )
+
+
+def wait_for_process(pid: int, start: int | None) -> None:
+    """Wait until *pid*, which is not this process's child, has ended."""
+    delay = 0.02
+    while process_alive(pid, start):
+        time.sleep(delay)
+        delay = min(delay * 2, WATCH_POLL_S)
+
+
+def stop_process_group(pid: int) -> None:
+    """Ask a command and what it started to end: SIGTERM to its process group, else to it alone."""
+    try:
+        os.killpg(os.getpgid(pid), signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+
+__all__ = [
+    "CallBefore",
+    "OutsideRules",
+    "Watch",
+    "finish_call",
+    "is_inside",
+    "load_call_before",
+    "named_outside_paths",
+    "named_paths",
+    "outside_copy_refusal",
+    "scan_project",
+    "spawn_helper",
+    "start_call",
+    "stop_process_group",
+    "wait_for_process",
+    "watch_outside",
+]

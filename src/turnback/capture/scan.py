@@ -1,0 +1,405 @@
+"""Tree snapshots of a project: a stat cache that re-reads only what changed.
+
+A scan walks the project (``dir_fd`` by ``dir_fd``, never following a link,
+never entering ``.git``), and for each file compares its stat (size,
+mtime_ns, ctime_ns, inode, mode) with the previous snapshot. A file whose
+stat is unchanged keeps its content id without being read; any other file is
+read and its content stored (deduplicated, compressed, encrypted). The first
+scan of a project therefore stores the whole tree once.
+
+git's "racy" rule: a file modified within ``RACY_WINDOW_NS`` of the scan's
+start may be modified again within the same timestamp tick without its stat
+changing, so its entry is marked racy and the next scan reads it again
+whatever its stat says.
+
+What a snapshot leaves out is kept as an ``uncovered`` entry with the reason
+(over ``snapshot.max_file_mib``, matched by ``snapshot.exclude``, a FIFO,
+socket or device, unreadable), so a change to it is reported, never silent.
+
+The snapshot of a project is kept as one record (marshal, zstandard,
+AES-GCM) rather than a row per file, like git's index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import marshal
+import os
+import stat
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import zstandard
+
+from turnback.globs import folder_matches, glob_matches
+from turnback.model import BlobId, FileState
+from turnback.store import Store
+
+RACY_WINDOW_NS = 2_000_000_000
+BATCH_FILES = 256
+BATCH_BYTES = 64 << 20
+READ_ATTEMPTS = 3
+SNAPSHOT_FORMAT = 1
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+EntryKind = Literal["file", "symlink", "dir", "uncovered"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One path of a snapshot: its stat, and its content id or link target, or why it is left out."""
+
+    kind: EntryKind
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    ino: int
+    mode: int
+    blob: bytes | None = None
+    target: str | None = None
+    reason: str | None = None
+    racy: bool = False
+
+    def stat_matches(self, st: os.stat_result) -> bool:
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.mode) == (
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            st.st_ino,
+            st.st_mode,
+        )
+
+    def same_content(self, other: Entry) -> bool:
+        """Whether *other* holds the same thing (what a change is made of, not when it was stat'ed)."""
+        if self.kind != other.kind:
+            return False
+        if self.kind == "file":
+            return self.blob == other.blob and stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
+        if self.kind == "symlink":
+            return self.target == other.target
+        if self.kind == "dir":
+            return stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
+        return (self.size, self.mtime_ns, self.ino, self.mode) == (other.size, other.mtime_ns, other.ino, other.mode)
+
+    def state(self) -> FileState:
+        """The entry as a recorded state (an uncovered file is a file without content)."""
+        if self.kind == "file":
+            return FileState(
+                "file", blob=BlobId(self.blob) if self.blob else None, size=self.size, mode=stat.S_IMODE(self.mode)
+            )
+        if self.kind == "symlink":
+            return FileState("symlink", target=self.target)
+        if self.kind == "dir" or stat.S_ISDIR(self.mode):
+            return FileState("dir", mode=stat.S_IMODE(self.mode))
+        if stat.S_ISREG(self.mode):
+            return FileState("file", size=self.size, mode=stat.S_IMODE(self.mode))
+        return FileState("special")
+
+
+Snapshot = dict[str, Entry]
+
+
+def _entry(
+    kind: EntryKind,
+    st: os.stat_result,
+    *,
+    blob: bytes | None = None,
+    target: str | None = None,
+    reason: str | None = None,
+    racy: bool = False,
+) -> Entry:
+    return Entry(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode, blob, target, reason, racy)
+
+
+def encode_snapshot(snapshot: Snapshot) -> bytes:
+    rows = [
+        (path, e.kind, e.size, e.mtime_ns, e.ctime_ns, e.ino, e.mode, e.blob, e.target, e.reason, e.racy)
+        for path, e in snapshot.items()
+    ]
+    return bytes([SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=3).compress(marshal.dumps(rows))
+
+
+def decode_snapshot(data: bytes) -> Snapshot | None:
+    """The snapshot in *data*; ``None`` for a format this version does not read (the next scan rebuilds it)."""
+    if not data or data[0] != SNAPSHOT_FORMAT:
+        return None
+    try:
+        rows = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+    except (ValueError, EOFError, TypeError, zstandard.ZstdError):
+        return None
+    return {row[0]: Entry(*row[1:]) for row in rows}
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRules:
+    """What a scan leaves out: files over *max_file_bytes*, paths matched by *exclude*."""
+
+    max_file_bytes: int
+    exclude: tuple[str, ...] = ()
+    max_file_mib: int = 16
+
+    def excluded_by(self, path: str, *, is_dir: bool) -> str | None:
+        for glob in self.exclude:
+            if folder_matches(glob, path) if is_dir else glob_matches(glob, path):
+                return glob
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    snapshot: Snapshot
+    files_read: int
+    bytes_read: int
+
+
+class _BatchedWriter:
+    """Stores contents in transactions of up to ``BATCH_FILES`` files or ``BATCH_BYTES`` bytes."""
+
+    def __init__(self, store: Store):
+        self._store = store
+        self._open: contextlib.ExitStack | None = None
+        self._files = 0
+        self._bytes = 0
+
+    def put(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        if self._open is None:
+            self._open = contextlib.ExitStack()
+            self._open.enter_context(self._store.transaction())
+        blob, size = self._store.put_content(chunks)
+        self._files += 1
+        self._bytes += size
+        if self._files >= BATCH_FILES or self._bytes >= BATCH_BYTES:
+            self.commit()
+        return blob, size
+
+    def commit(self) -> None:
+        if self._open is not None:
+            transaction, self._open = self._open, None
+            self._files = self._bytes = 0
+            transaction.close()
+
+    def abort(self, exc: BaseException) -> None:
+        if self._open is not None:
+            transaction, self._open = self._open, None
+            transaction.__exit__(type(exc), exc, exc.__traceback__)
+
+
+def _chunks(fd: int) -> Iterator[bytes]:
+    while chunk := os.read(fd, 1 << 20):
+        yield chunk
+
+
+class _Scanner:
+    def __init__(
+        self,
+        rules: ScanRules,
+        previous: Snapshot,
+        put: Callable[[Iterable[bytes]], tuple[BlobId, int]],
+        scan_start_ns: int,
+        only: str | None = None,
+    ):
+        self.only = only
+        self.rules = rules
+        self.previous = previous
+        self.put = put
+        self.racy_after = scan_start_ns - RACY_WINDOW_NS
+        self.snapshot: Snapshot = {}
+        self.files_read = 0
+        self.bytes_read = 0
+
+    def _uncovered(self, path: str, st: os.stat_result, reason: str) -> None:
+        self.snapshot[path] = _entry("uncovered", st, reason=reason)
+
+    def _read_file(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> None:
+        """Read and store one file; retry when it changes while read, then keep what was read as racy."""
+        last: Entry | None = None
+        for _attempt in range(READ_ATTEMPTS):
+            try:
+                fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+            except FileNotFoundError:
+                return  # gone since the listing: it is not in the tree
+            except OSError as exc:
+                if exc.errno in (errno.EACCES, errno.EPERM):
+                    self._uncovered(path, st, "unreadable: permission denied")
+                elif exc.errno == errno.ELOOP:
+                    self._scan_entry(dir_fd, name, path)  # replaced by a link since the listing
+                else:
+                    self._uncovered(path, st, f"unreadable: {exc.strerror}")
+                return
+            try:
+                opened = os.fstat(fd)
+                if not stat.S_ISREG(opened.st_mode):
+                    self._uncovered(path, opened, "a FIFO, socket or device")
+                    return
+                try:
+                    blob, size = self.put(_chunks(fd))
+                except OSError as exc:
+                    self._uncovered(path, opened, f"unreadable: {exc.strerror}")
+                    return
+                ended = os.fstat(fd)
+            finally:
+                os.close(fd)
+            self.files_read += 1
+            self.bytes_read += size
+            racy = opened.st_mtime_ns >= self.racy_after
+            last = _entry("file", opened, blob=blob, racy=racy)
+            if size == opened.st_size and (ended.st_size, ended.st_mtime_ns) == (opened.st_size, opened.st_mtime_ns):
+                if size > self.rules.max_file_bytes:
+                    self._uncovered(path, ended, self._too_large())
+                else:
+                    self.snapshot[path] = last
+                return
+        assert last is not None
+        self.snapshot[path] = replace(last, racy=True)  # it kept changing: what was read, read again next time
+
+    def _too_large(self) -> str:
+        return f"larger than snapshot.max_file_mib ({self.rules.max_file_mib} MiB)"
+
+    def _scan_entry(self, dir_fd: int, name: str, path: str) -> bool:
+        """Record one entry; True when it is a folder to enter."""
+        try:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
+            return False
+        is_dir = stat.S_ISDIR(st.st_mode)
+        glob = self.rules.excluded_by(path, is_dir=is_dir)
+        if glob is not None:
+            self._uncovered(path, st, f"excluded by snapshot.exclude ({glob})")
+            return False
+        if is_dir:
+            self.snapshot[path] = _entry("dir", st)
+            return True
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                self.snapshot[path] = _entry("symlink", st, target=os.readlink(name, dir_fd=dir_fd))
+            except OSError:
+                pass  # gone or replaced since the stat: not in this tree
+            return False
+        if not stat.S_ISREG(st.st_mode):
+            self._uncovered(path, st, "a FIFO, socket or device")
+            return False
+        if st.st_size > self.rules.max_file_bytes:
+            self._uncovered(path, st, self._too_large())
+            return False
+        previous = self.previous.get(path)
+        if previous is not None and previous.kind == "file" and not previous.racy and previous.stat_matches(st):
+            self.snapshot[path] = previous
+            return False
+        self._read_file(dir_fd, name, path, st)
+        return False
+
+    def _list(self, dir_fd: int, prefix: str) -> list[str]:
+        """Record the entries of one folder; return the names of the folders to enter."""
+        try:
+            with os.scandir(dir_fd) as listing:
+                names = sorted(entry.name for entry in listing)
+        except OSError as exc:
+            folder = prefix.rstrip("/")
+            if folder in self.snapshot:
+                self.snapshot[folder] = replace(
+                    self.snapshot[folder], kind="uncovered", reason=f"unreadable: {exc.strerror}"
+                )
+            return []
+        if self.only is not None and not prefix:
+            names = [name for name in names if name == self.only]
+        folders = []
+        for name in names:
+            if name == ".git":
+                continue  # never read: a repository's (or a submodule's) own files
+            if self._scan_entry(dir_fd, name, prefix + name):
+                folders.append(name)
+        return folders
+
+    def walk(self, root: str) -> None:
+        """Depth first, holding one open folder per level."""
+        root_fd = os.open(root, _DIR_FLAGS)
+        stack: list[tuple[int, str, Iterator[str]]] = [(root_fd, "", iter(self._list(root_fd, "")))]
+        try:
+            while stack:
+                fd, prefix, folders = stack[-1]
+                name = next(folders, None)
+                if name is None:
+                    os.close(fd)
+                    stack.pop()
+                    continue
+                path = prefix + name
+                try:
+                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+                except OSError as exc:
+                    if exc.errno != errno.ENOENT:
+                        entry = self.snapshot[path]
+                        self.snapshot[path] = replace(entry, kind="uncovered", reason=f"unreadable: {exc.strerror}")
+                    else:
+                        del self.snapshot[path]
+                    continue
+                stack.append((sub, path + "/", iter(self._list(sub, path + "/"))))
+        finally:
+            for fd, _, _ in stack:
+                os.close(fd)
+
+
+def scan_tree(
+    store: Store, root: str, rules: ScanRules, previous: Snapshot | None, *, now_ns: int, only: str | None = None
+) -> ScanResult:
+    """Snapshot the tree at *root*, storing the content of every file whose stat changed since *previous*.
+
+    With *only*, just that one name in *root* (a file, link, or folder and all below it).
+    """
+    writer = _BatchedWriter(store)
+    scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only)
+    try:
+        scanner.walk(root)
+    except BaseException as exc:
+        writer.abort(exc)
+        raise
+    writer.commit()
+    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeChange:
+    path: str
+    before: Entry | None
+    after: Entry | None
+
+
+def diff_snapshots(before: Snapshot, after: Snapshot) -> list[TreeChange]:
+    """What changed from *before* to *after*, in the order a record wants it.
+
+    Removed paths come deepest first and created paths outermost first, so
+    an undo (which takes changes back last first) makes a folder before
+    what goes in it and empties a folder before removing it.
+    """
+    removed, modified, created = [], [], []
+    for path in before.keys() | after.keys():
+        old, new = before.get(path), after.get(path)
+        if old is not None and new is not None:
+            if not old.same_content(new):
+                modified.append(TreeChange(path, old, new))
+        elif new is None:
+            removed.append(TreeChange(path, old, None))
+        else:
+            created.append(TreeChange(path, None, new))
+    removed.sort(key=lambda c: (-c.path.count("/"), c.path))
+    modified.sort(key=lambda c: c.path)
+    created.sort(key=lambda c: (c.path.count("/"), c.path))
+    return removed + modified + created
+
+
+__all__ = [
+    "Entry",
+    "ScanResult",
+    "ScanRules",
+    "Snapshot",
+    "TreeChange",
+    "decode_snapshot",
+    "diff_snapshots",
+    "encode_snapshot",
+    "scan_tree",
+]

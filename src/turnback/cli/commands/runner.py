@@ -1,0 +1,28 @@
+"""Hidden verbs for turnback's own detached helpers: ``_job`` runs a background job, ``_watch`` waits for a
+command past its timeout; each records the command's changes when it ends."""
+
+from __future__ import annotations
+
+import argparse
+
+from turnback.cli import _common
+from turnback.model import CallId
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    job = sub.add_parser("_job", parents=[common], help=argparse.SUPPRESS)
+    job.add_argument("call")
+    job.add_argument("--cwd", required=True)
+    job.add_argument("--output")
+    job.add_argument("command", nargs=argparse.REMAINDER)
+    watch = sub.add_parser("_watch", parents=[common], help=argparse.SUPPRESS)
+    watch.add_argument("call")
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    if args.verb == "_job":
+        argv = args.command[1:] if args.command[:1] == ["--"] else args.command
+        ctx.engine.run_job(CallId(args.call), argv, cwd=args.cwd, output=args.output)
+    else:
+        ctx.engine.watch_command(CallId(args.call))
+    return 0

@@ -1,0 +1,148 @@
+"""The turn views: ``turnback diff`` (a patch git applies), ``diff --stat``, and the end-of-turn notes.
+
+A file ignored by the project's ``.gitignore`` files is listed, but its
+contents are never printed. A path outside the project, or one the
+snapshots left out, is listed apart: a patch relative to the project root
+cannot carry it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from turnback.model import BlobId, FileState
+from turnback.render.patch import PatchFile, git_patch
+from turnback.render.summary import CODE_GROUP, LINE_ORDER, NetChange, display_path, group_of
+
+Load = Callable[[BlobId], bytes]
+
+_WORD = {"modified": "changed", "new": "new", "deleted": "deleted", "mode": "mode", "moved": "moved"}
+
+
+def _side(state: FileState, load: Load) -> tuple[bytes | None, str | None, int | None]:
+    if state.kind == "file" and state.blob is not None:
+        return load(state.blob), None, state.mode
+    if state.kind == "symlink":
+        return None, state.target, None
+    return None, None, None
+
+
+def _files(changes: Sequence[NetChange]) -> list[NetChange]:
+    return [c for c in changes if "dir" not in (c.before.kind, c.after.kind)]
+
+
+def patch_text(changes: Sequence[NetChange], ignored: set[str], load: Load) -> str:
+    """A patch of the project's files that ``git apply`` accepts; ignored, outside and uncovered files left out."""
+    files = []
+    for change in _files(changes):
+        if (
+            change.outside
+            or change.not_covered
+            or change.path in ignored
+            or "special"
+            in (
+                change.before.kind,
+                change.after.kind,
+            )
+        ):
+            continue
+        old, old_link, old_mode = _side(change.before, load)
+        new, new_link, new_mode = _side(change.after, load)
+        files.append(PatchFile(change.path, old, new, old_mode, new_mode, old_link, new_link))
+    return git_patch(files)
+
+
+def left_out_lines(changes: Sequence[NetChange], ignored: set[str]) -> list[str]:
+    """The files a patch cannot show: ignored (contents hidden), outside the project, not covered."""
+    lines = []
+    for change in _files(changes):
+        word = _WORD[change.kind]
+        if change.path in ignored:
+            lines.append(f"{word} {change.path} (ignored by .gitignore: contents not shown)")
+        elif change.outside:
+            lines.append(f"{word} {display_path(change.path)} (outside the project)")
+        elif change.not_covered:
+            lines.append(f"{word} {change.path} (not covered: {change.not_covered})")
+    return lines
+
+
+def _counts(added: int, removed: int, *, binary: bool = False) -> str:
+    if binary:
+        return "binary"
+    return " ".join(part for part in (f"+{added}" if added else "", f"-{removed}" if removed else "") if part)
+
+
+def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
+    """Per-group totals, then a line per file, then ``N files changed, +A -R`` (the seed's ``diff --stat``)."""
+    files = [c for c in _files(changes) if not c.outside]
+    if not files:
+        return ["no files changed"]
+    totals: dict[str, list[int]] = {}
+    for change in files:
+        total = totals.setdefault(group_of(change.path, user_groups), [0, 0])
+        total[0] += change.added
+        total[1] += change.removed
+    added = sum(c.added for c in files)
+    removed = sum(c.removed for c in files)
+    ranked = sorted(totals.items(), key=lambda item: (-(item[1][0] + item[1][1]), item[0] != CODE_GROUP, item[0]))
+    rows = [(name, f"+{a}" if a else "", f"-{r}" if r else "") for name, (a, r) in ranked]
+    rows.append(("total", f"+{added}" if added else "", f"-{removed}" if removed else ""))
+    name_width = max(len(name) for name, _, _ in rows) + 2
+    plus_width = max(len(plus) for _, plus, _ in rows) + 2
+    lines = [f"{name:<{name_width}}{plus:<{plus_width}}{minus}".rstrip() for name, plus, minus in rows]
+    lines.append("")
+    word_width = max(len(_WORD[c.kind]) for c in files) + 1
+    path_width = max(len(c.path) for c in files) + 2
+    for change in sorted(files, key=lambda c: (LINE_ORDER[c.kind], c.path)):
+        counts = _counts(change.added, change.removed, binary=change.binary)
+        lines.append(f"{_WORD[change.kind]:<{word_width}}{change.path:<{path_width}}{counts}".rstrip())
+    lines.append(f"{len(files)} file{'s' if len(files) != 1 else ''} changed, +{added} -{removed}")
+    return lines
+
+
+def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[str]:
+    """Lines after the end-of-turn summary: files outside the project, and a turn whose commands ran unasked."""
+    notes = []
+    for change in _files(changes):
+        if not change.outside:
+            continue
+        shown = display_path(change.path)
+        if change.not_covered:
+            notes.append(f"changed {shown} outside the project; not covered: {change.not_covered}")
+        else:
+            notes.append(f"changed {shown}; turnback undo reverts it")
+    if unasked:
+        files = [c for c in _files(changes) if not c.outside]
+        if files:
+            added = sum(c.added for c in files)
+            removed = sum(c.removed for c in files)
+            count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
+            where = display_path(project_root)
+            notes.append(f"changed {count} (+{added} -{removed}) in {where}; turnback undo reverts this turn")
+    return notes
+
+
+_COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m", "d": "\033[1m"}
+_RESET = "\033[0m"
+
+
+def colorize(lines: Sequence[str]) -> list[str]:
+    """Colour a patch for a terminal: additions green, removals red, hunk headers cyan, file headers bold."""
+    out = []
+    for line in lines:
+        if line.startswith(("+++", "---", "diff --git")):
+            out.append(_COLORS["d"] + line + _RESET)
+        elif line[:1] in _COLORS and line[:1] != "d":
+            out.append(_COLORS[line[:1]] + line + _RESET)
+        else:
+            out.append(line)
+    return out
+
+
+__all__ = [
+    "colorize",
+    "left_out_lines",
+    "patch_text",
+    "stat_lines",
+    "turn_notes",
+]
