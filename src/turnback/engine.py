@@ -326,15 +326,21 @@ class Engine:
         changes = net_changes(turn.calls, self.load)
         project = self.project_of(self.store.session(session_id))
         paths = [c.path for c in changes if not c.outside and "dir" not in (c.before.kind, c.after.kind)]
-        note = None
+        ignored, note = self._ignored(project, paths)
+        return TurnDiff(turn, tuple(changes), ignored, note)
+
+    def _ignored(self, project: Project, paths: Sequence[str]) -> tuple[frozenset[str], str | None]:
         try:
-            ignored = git.ignored_paths(
-                project.root, paths, scratch_git_dir=os.path.join(self.home, "gitignore-scratch.git")
-            )
+            scratch = os.path.join(self.home, "gitignore-scratch.git")
+            return frozenset(git.ignored_paths(project.root, paths, scratch_git_dir=scratch)), None
         except UnsafePathError:
-            ignored = set(paths)
             note = "git cannot run here, so turnback cannot tell which files are ignored: no contents are shown"
-        return TurnDiff(turn, tuple(changes), frozenset(ignored), note)
+            return frozenset(paths), note
+
+    def hidden_paths(self, session_id: SessionId, paths: Sequence[str]) -> frozenset[str]:
+        """Which of *paths* the project's .gitignore files ignore: front ends never show their contents."""
+        inside = [path for path in paths if not path.startswith("/")]
+        return self._ignored(self.project_of(self.store.session(session_id)), inside)[0]
 
     def turn(self, session_id: SessionId, ref: str) -> Turn:
         """The turn *ref* names in the session: its number, or a unique id prefix."""
@@ -442,11 +448,14 @@ class Engine:
 
     # -- shell commands and background jobs ----------------------------------------------
 
-    def _scan_rules(self) -> ScanRules:
+    def _scan_rules(self, project: Project) -> ScanRules:
+        root = project.root.rstrip("/") + "/"
+        store_inside = self._real_home.startswith(root)
         return ScanRules(
             max_file_bytes=self.config.max_file_bytes,
             exclude=self.config.exclude,
             max_file_mib=self.config.max_file_mib,
+            skip=frozenset([self._real_home[len(root) :]]) if store_inside else frozenset(),
         )
 
     def _outside_rules(self) -> commands.OutsideRules:
@@ -489,7 +498,13 @@ class Engine:
                 self.store.finish_call(call_id, "done", exit_code=code)
             return self._command_result(call_id, code)
         call_id, before = commands.start_call(
-            target, argv, workdir, self._scan_rules(), self._outside_rules(), kind="command", unasked=unasked
+            target,
+            argv,
+            workdir,
+            self._scan_rules(target.project),
+            self._outside_rules(),
+            kind="command",
+            unasked=unasked,
         )
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
@@ -517,7 +532,7 @@ class Engine:
             target.project,
             self.store.call(call_id),
             before,
-            self._scan_rules(),
+            self._scan_rules(target.project),
             self._outside_rules(),
             exit_code=code,
         )
@@ -545,7 +560,7 @@ class Engine:
             raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
         workdir = os.path.realpath(cwd or target.project.root)
         call_id, _ = commands.start_call(
-            target, argv, workdir, self._scan_rules(), self._outside_rules(), kind="job", unasked=unasked
+            target, argv, workdir, self._scan_rules(target.project), self._outside_rules(), kind="job", unasked=unasked
         )
         options = ["--cwd", workdir, *(["--output", os.path.abspath(output)] if output else [])]
         args = ["_job", *options, call_id, "--", *argv]
@@ -590,7 +605,7 @@ class Engine:
             project,
             self.store.call(call_id),
             before,
-            self._scan_rules(),
+            self._scan_rules(project),
             self._outside_rules(),
             exit_code=code,
         )
@@ -608,7 +623,7 @@ class Engine:
             project,
             self.store.call(call_id),
             before,
-            self._scan_rules(),
+            self._scan_rules(project),
             self._outside_rules(),
             exit_code=None,
         )
@@ -637,7 +652,7 @@ class Engine:
                 reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
         cached = self.store.latest_snapshot(project.id)
         snapshot = (decode_snapshot(cached) if cached else None) or commands.scan_project(
-            self.store, project, self._scan_rules()
+            self.store, project, self._scan_rules(project)
         )
         outside = self._outside_rules()
         for path in commands.named_paths(argv, workdir):

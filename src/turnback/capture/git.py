@@ -141,12 +141,26 @@ def _find_git_dir(root: str) -> str:
 # -- reading ---------------------------------------------------------------------------------
 
 
+def _may_be_in_repository(root: str) -> bool:
+    """Whether a ``.git`` exists at *root* or above (or ``GIT_DIR`` could name one): cheap, before running git."""
+    current = os.path.abspath(root)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return True
+        parent = os.path.dirname(current)
+        if parent == current:
+            return False
+        current = parent
+
+
 def git_dir(root: str) -> str | None:
     """The absolute git dir of the repository holding *root* (a worktree folder or one inside it).
 
     ``None`` when *root* is in no git repository, does not exist, or git is
     not installed: a project without git simply has no refs to keep.
     """
+    if not _may_be_in_repository(root):
+        return None
     try:
         return _find_git_dir(root)
     except UnsafePathError:

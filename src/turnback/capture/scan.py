@@ -140,6 +140,7 @@ class ScanRules:
     max_file_bytes: int
     exclude: tuple[str, ...] = ()
     max_file_mib: int = 16
+    skip: frozenset[str] = frozenset()  # paths never listed at all: turnback's own store, when inside the tree
 
     def excluded_by(self, path: str, *, is_dir: bool) -> str | None:
         for glob in self.exclude:
@@ -310,8 +311,8 @@ class _Scanner:
             names = [name for name in names if name == self.only]
         folders = []
         for name in names:
-            if name == ".git":
-                continue  # never read: a repository's (or a submodule's) own files
+            if name == ".git" or prefix + name in self.rules.skip:
+                continue  # never read: a repository's (or a submodule's) own files, turnback's own store
             if self._scan_entry(dir_fd, name, prefix + name):
                 folders.append(name)
         return folders

@@ -125,7 +125,9 @@ def show_call(ctx: Context, call: turnback.Call) -> int:
     """What a file-tool verb prints: the call's diff (``render.diff_lines`` lines) or its JSON."""
     engine = ctx.engine
     number = engine.turn_of(call).number
-    ctx.out.lines(text.call_lines(call, number, engine.load, engine.config.diff_lines))
+    if not ctx.out.json_mode:
+        hidden = engine.hidden_paths(call.session_id, [change.path for change in call.changes])
+        ctx.out.lines(text.call_lines(call, number, engine.load, engine.config.diff_lines, hidden=hidden))
     ctx.out.json({"call": data.call_data(call)})
     return 0
 
@@ -135,7 +137,8 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
     out, engine = ctx.out, ctx.engine
     if plan.status == "applying":
         out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
-    out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines))
+    hidden = engine.hidden_paths(plan.session_id, [row.path for row in plan.rows if row.conflict])
+    out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
     if dry_run:
         out.json(data.plan_data(plan, applied=False))
         return 0

@@ -6,7 +6,7 @@ they never read the disk or the store themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
@@ -56,8 +56,13 @@ def change_label(change: Change, diff: FileDiff | None) -> str:
     return f"{change.kind} {change.path}{folder}{counts}"
 
 
-def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> list[str]:
-    """``call ID  edit src/a.py  (turn 2)`` and each change's diff."""
+IGNORED = "ignored by .gitignore: contents not shown"
+
+
+def call_lines(
+    call: Call, turn_number: int | None, load: Load, limit: int, *, hidden: Collection[str] = ()
+) -> list[str]:
+    """``call ID  edit src/a.py  (turn 2)`` and each change's diff; a *hidden* path shows no contents."""
     where = f"  (turn {turn_number})" if turn_number is not None else ""
     lines = [f"call {short_id(call.id)}  {call_title(call)}{where}"]
     if call.cut_short:
@@ -72,6 +77,9 @@ def call_lines(call: Call, turn_number: int | None, load: Load, limit: int) -> l
             continue
         if change.not_covered:
             lines.append(f"{change.kind} {change.path} (not covered: {change.not_covered})")
+            continue
+        if change.path in hidden:
+            lines.append(f"{change.kind} {change.path} ({IGNORED})")
             continue
         lines.append(change_label(change, diff_states(change.before, change.after, load)))
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
@@ -91,7 +99,7 @@ def row_line(row: PlanRow, *, with_result: bool = False) -> str:
     return text
 
 
-def plan_lines(plan: Plan, load: Load, *, diff_limit: int) -> list[str]:
+def plan_lines(plan: Plan, load: Load, *, diff_limit: int, hidden: Collection[str] = ()) -> list[str]:
     """The preview: a header per turn, then a row per path, then conflict diffs and warnings."""
     lines: list[str] = []
     rows_by_turn: dict[str | None, list[PlanRow]] = {}
@@ -107,7 +115,7 @@ def plan_lines(plan: Plan, load: Load, *, diff_limit: int) -> list[str]:
             lines.append(f"warning: {row.path}: {warning}")
     if plan.kind == "revert":
         for row in plan.rows:
-            if row.conflict:
+            if row.conflict and row.path not in hidden:
                 block = change_block(row.path, row.expect, row.target, load, diff_limit)
                 if block:
                     lines.append(f"{row.path}: from what it holds now back to what it held before the call:")
@@ -210,6 +218,7 @@ def log_lines(turns: Sequence[Turn], load: Load) -> list[str]:
 
 __all__ = [
     "GIT_INDEX_LINE",
+    "IGNORED",
     "call_lines",
     "change_block",
     "force_only_line",

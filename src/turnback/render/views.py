@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from turnback.model import BlobId, FileState
 from turnback.render.patch import PatchFile, git_patch
 from turnback.render.summary import CODE_GROUP, LINE_ORDER, NetChange, display_path, group_of
+from turnback.render.text import IGNORED
 
 Load = Callable[[BlobId], bytes]
 
@@ -58,7 +59,7 @@ def left_out_lines(changes: Sequence[NetChange], ignored: set[str]) -> list[str]
     for change in _files(changes):
         word = _WORD[change.kind]
         if change.path in ignored:
-            lines.append(f"{word} {change.path} (ignored by .gitignore: contents not shown)")
+            lines.append(f"{word} {change.path} ({IGNORED})")
         elif change.outside:
             lines.append(f"{word} {display_path(change.path)} (outside the project)")
         elif change.not_covered:
