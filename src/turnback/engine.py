@@ -49,6 +49,9 @@ from turnback.render.summary import NetChange, call_title, command_line, net_cha
 from turnback.store import Store
 
 
+_CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
+
+
 class CommandNotStarted(UsageError):
     """The command could not be started (not found, not executable); ``errno`` tells which."""
 
@@ -688,6 +691,23 @@ class Engine:
     def call(self, ref: str) -> Call:
         """The call whose id starts with *ref*, with its changes."""
         return self.store.call(CallId(self.store.resolve_id("calls", ref, "call")))
+
+    def call_input(self, call: Call) -> str | None:
+        """The call's raw arguments, with the contents of files .gitignore ignores left out."""
+        hidden = self.hidden_paths(call.session_id, [change.path for change in call.changes])
+        if not hidden or call.input is None:
+            return call.input
+        try:
+            arguments = json.loads(call.input)
+        except ValueError:
+            return "(not shown: the call wrote a file that .gitignore ignores)"
+        if not isinstance(arguments, dict):
+            return "(not shown: the call wrote a file that .gitignore ignores)"
+        shown = {
+            key: "(not shown: an ignored file's contents)" if key in _CONTENT_ARGUMENTS else value
+            for key, value in arguments.items()
+        }
+        return json.dumps(shown, ensure_ascii=False)
 
     def turn_of(self, call: Call) -> Turn:
         return self.store.turn(call.turn_id)

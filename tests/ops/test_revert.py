@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 import turnback
-from turnback.ops.apply import CHANGED_SINCE_PREVIEW
 from turnback.render.text import plan_lines
 
 
@@ -118,7 +117,9 @@ def test_anyway_refuses_when_the_file_changed_again_after_the_preview(engine, tu
     (project / "README.md").write_bytes(b"user, again\n")
     result = engine.apply(plan)
     assert result.plan.rows[0].status == "skipped"
-    assert result.plan.rows[0].note == CHANGED_SINCE_PREVIEW
+    assert result.plan.rows[0].note == (
+        f"changed since the preview; nothing was done to it (turnback revert {turnback.short_id(call.id)} plans it again)"
+    )
     assert (project / "README.md").read_bytes() == b"user, again\n"
     assert not engine.call(call.id).changes[0].reverted
 

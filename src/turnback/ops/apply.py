@@ -26,16 +26,17 @@ from turnback.capture import git
 from turnback.capture.states import probe_state
 from turnback.errors import BlobCorruptError, NothingToDoError, TurnbackError, UnsafePathError
 from turnback.fsio import Tree, ensure_private_dir
-from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId
+from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId, short_id
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
 from turnback.ops.plan import tree_path
 from turnback.paths import RelPath
 from turnback.store import Store
 
-CHANGED_SINCE_PREVIEW = "changed since the preview; nothing was done to it (plan again to see it)"
+PLAN_AGAIN = "plan again to see it"
+CHANGED_SINCE_PREVIEW = f"changed since the preview; nothing was done to it ({PLAN_AGAIN})"
 NOT_EMPTY = "the folder is not empty: it holds files the agent did not make; left as it is"
 NO_SUDO = "permission denied; turnback never uses sudo: restore it yourself, e.g. from the trash"
-REFS_TOGETHER = "a ref moved between the preview and the undo, so no ref was moved"
+REFS_TOGETHER = f"a ref moved between the preview and the undo, so no ref was moved ({PLAN_AGAIN})"
 
 
 def trash_folder_name(plan: Plan) -> str:
@@ -209,9 +210,22 @@ def _settle_turns(store: Store, plan: Plan) -> None:
         if state == "partly":
             numbers[turn_id] = store.turn(TurnId(turn_id)).number
     for row in plan.rows:
-        if row.force_only and row.status == "skipped" and row.turn_id in numbers and plan.kind == "undo":
-            note = (row.reason or "").replace("--force", f"turnback undo {numbers[row.turn_id]} --force")
-            store.set_row_status(plan.id, row.seq, "skipped", note)
+        if row.status != "skipped":
+            continue
+        if plan.kind == "revert" and row.note and PLAN_AGAIN in row.note:
+            command = f"turnback revert {short_id(plan.call_id or '')}"
+        elif plan.kind == "undo" and row.turn_id in numbers:
+            command = f"turnback undo {numbers[row.turn_id]}"
+        else:
+            continue
+        # Name the command that acts on what this operation left, rather than a plain "undo" that will not.
+        if row.note and PLAN_AGAIN in row.note:
+            note = row.note.replace(PLAN_AGAIN, f"{command} plans it again")
+        elif row.force_only:
+            note = (row.reason or "").replace("--force", f"{command} --force")
+        else:
+            continue
+        store.set_row_status(plan.id, row.seq, "skipped", note)
 
 
 def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:

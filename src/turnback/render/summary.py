@@ -173,7 +173,9 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
         text = f"{_LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
         if change.not_covered:
             text += " (not covered)"
-        elif change.kind == "modified":
+        elif (
+            change.kind == "modified" and change.before.kind == "file" and change.after and change.after.kind == "file"
+        ):
             diff = diff_states(change.before, change.after, load)
             if not diff.binary:
                 text += f" +{diff.added} -{diff.removed}"

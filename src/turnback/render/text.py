@@ -79,7 +79,8 @@ def call_lines(
             lines.append(f"{change.kind} {change.path} (not covered: {change.not_covered})")
             continue
         if change.path in hidden:
-            lines.append(f"{change.kind} {change.path} ({IGNORED})")
+            folder = "/" if "dir" in (change.before.kind, change.after.kind if change.after else "") else ""
+            lines.append(f"{change.kind} {change.path}{folder} ({IGNORED})")
             continue
         lines.append(change_label(change, diff_states(change.before, change.after, load)))
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
@@ -161,7 +162,7 @@ def result_lines(result: OpResult) -> list[str]:
     else:
         lines.append(f"{plan.kind} changed nothing")
     for row in plan.rows:
-        if row.status in ("skipped", "failed") and row.action not in ("ref",):
+        if row.status in ("skipped", "failed"):
             label = (
                 "failed" if row.status == "failed" else ("not covered" if row.action == "not covered" else "skipped")
             )

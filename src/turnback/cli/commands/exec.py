@@ -68,8 +68,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             session.id, argv, cwd=ctx.cwd, timeout=args.timeout, stdout=stdout, unasked=args.unasked
         )
     except CommandNotStarted as error:
+        code = EXIT_NOT_FOUND if error.errno == errno.ENOENT else EXIT_CANNOT_RUN
         out.note(f"turnback: {error}")
-        return EXIT_NOT_FOUND if error.errno == errno.ENOENT else EXIT_CANNOT_RUN
+        out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": code}})
+        return code
     except turnback.TurnbackError as error:
         out.note(f"turnback: {error}")
         out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": EXIT_TURNBACK_FAILED}})

@@ -27,7 +27,8 @@ def _pretty(raw: str | None) -> str:
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     call = ctx.engine.call(args.call)
     if args.input:
-        ctx.out.line(_pretty(call.input))
-        ctx.out.json({"call": {**data.call_data(call), "input": call.input}})
+        raw = ctx.engine.call_input(call)
+        ctx.out.line(_pretty(raw))
+        ctx.out.json({"call": {**data.call_data(call), "input": raw}})
         return 0
     return _common.show_call(ctx, call)
