@@ -48,7 +48,6 @@ from turnback.render import views
 from turnback.render.summary import NetChange, call_title, command_line, net_changes, summary_line, turn_title
 from turnback.store import Store
 
-
 _CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
 
 
