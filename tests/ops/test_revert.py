@@ -117,9 +117,8 @@ def test_anyway_refuses_when_the_file_changed_again_after_the_preview(engine, tu
     (project / "README.md").write_bytes(b"user, again\n")
     result = engine.apply(plan)
     assert result.plan.rows[0].status == "skipped"
-    assert result.plan.rows[0].note == (
-        f"changed since the preview; nothing was done to it (turnback revert {turnback.short_id(call.id)} plans it again)"
-    )
+    command = f"turnback revert {turnback.short_id(call.id)}"
+    assert result.plan.rows[0].note == f"changed since the preview; nothing was done to it ({command} plans it again)"
     assert (project / "README.md").read_bytes() == b"user, again\n"
     assert not engine.call(call.id).changes[0].reverted
 
