@@ -7,6 +7,7 @@ and reads no environment: the caller passes the store folder and key.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -18,14 +19,15 @@ from typing import IO
 from turnback.capture import calls as tools
 from turnback.capture import commands, git
 from turnback.capture.calls import CallRecorder, CallTarget
-from turnback.capture.scan import ScanRules, decode_snapshot
+from turnback.capture.scan import ScanRules
 from turnback.config import Config, load_config
-from turnback.errors import BusyError, NothingToDoError, RefusedError, UnsafePathError, UsageError
+from turnback.errors import BusyError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
     BlobId,
     Call,
     CallId,
+    FileState,
     IdSource,
     OpId,
     OpResult,
@@ -40,14 +42,17 @@ from turnback.model import (
     short_id,
 )
 from turnback.ops.apply import apply_plan
-from turnback.ops.busy import live_running_turns, refuse_if_busy
-from turnback.ops.plan import plan_revert, plan_undo, select_undo_turns
+from turnback.ops.busy import live_running_turns, refuse_if_busy, session_apply_lock
+from turnback.ops.plan import plan_redo, plan_resend, plan_revert, plan_rollback, plan_undo, select_undo_turns
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import process_alive, process_start
 from turnback.render import views
+from turnback.render.diff import diff_bytes
 from turnback.render.summary import NetChange, call_title, command_line, net_changes, summary_line, turn_title
+from turnback.services import service_note
 from turnback.store import Store
 
+TURN_WAIT_S = 60.0
 _CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
 
 
@@ -86,6 +91,16 @@ class CallHandle:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.end(failed=(str(exc) or type(exc).__name__) if exc is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class ResendFile:
+    """A file an edit and resend would revert: how many calls changed it, and the lines a revert adds and removes."""
+
+    path: str
+    calls: int
+    added: int
+    removed: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +274,13 @@ class Engine:
     # -- turns -----------------------------------------------------------------------------
 
     def begin_turn(self, session_id: SessionId, message: str | None = None, *, holder_pid: int | None = None) -> Turn:
-        """Begin a turn; it runs until :meth:`end_turn` or until the holding process ends."""
+        """Begin a turn; it runs until :meth:`end_turn` or until the holding process ends.
+
+        A turn that arrives while an undo applies waits for it (up to
+        ``TURN_WAIT_S``) rather than fail: the message was already sent.
+        """
+        with session_apply_lock(self.store, session_id, wait_s=TURN_WAIT_S):
+            pass
         running = live_running_turns(self.store, session_id)
         if running:
             raise BusyError(
@@ -397,10 +418,20 @@ class Engine:
         project = self.project_of(session)
         return CallTarget(self.store, Tree(project.root), project, turn, session.incognito)
 
+    def _writable(self, session_id: SessionId, where: tools.Location) -> tools.Location:
+        """*where*, unless the file was reverted since the assistant last read it (then refused)."""
+        if self.store.must_read(session_id, where.recorded):
+            raise RefusedError(
+                f"{where.recorded} was reverted since the assistant last read it; read it again first "
+                f"(turnback read {where.recorded}) so the change is made to what it holds now"
+            )
+        return where
+
     def write(self, session_id: SessionId, path: str, data: bytes, *, cwd: str | None = None) -> Call:
         """Write *data* to *path* (making missing folders), keeping what it held before."""
         target = self._target(session_id)
-        return self.store.call(tools.record_write(target, self.locate(target.project, path, cwd), data))
+        where = self._writable(session_id, self.locate(target.project, path, cwd))
+        return self.store.call(tools.record_write(target, where, data))
 
     def edit(
         self,
@@ -414,18 +445,23 @@ class Engine:
     ) -> Call:
         """Replace *old* by *new* in *path*: it must occur once, or every time with *replace_all*."""
         target = self._target(session_id)
-        where = self.locate(target.project, path, cwd)
+        where = self._writable(session_id, self.locate(target.project, path, cwd))
         return self.store.call(tools.record_edit(target, where, old, new, replace_all=replace_all))
 
     def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
-        return self.store.call(tools.record_delete(target, self.locate(target.project, path, cwd)))
+        where = self._writable(session_id, self.locate(target.project, path, cwd))
+        return self.store.call(tools.record_delete(target, where))
 
     def move(self, session_id: SessionId, src: str, dst: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
         project = target.project
         return self.store.call(
-            tools.record_move(target, self.locate(project, src, cwd), self.locate(project, dst, cwd))
+            tools.record_move(
+                target,
+                self._writable(session_id, self.locate(project, src, cwd)),
+                self._writable(session_id, self.locate(project, dst, cwd)),
+            )
         )
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
@@ -652,10 +688,8 @@ class Engine:
             flags = [w for w in words if w.startswith("-") and not w.startswith("--")]
             if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
                 reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
-        cached = self.store.latest_snapshot(project.id)
-        snapshot = (decode_snapshot(cached) if cached else None) or commands.scan_project(
-            self.store, project, self._scan_rules(project)
-        )
+        # Scan now (cheap: the stat cache reads only what changed), so the answer is about the tree as it is.
+        snapshot = commands.scan_project(self.store, project, self._scan_rules(project))
         outside = self._outside_rules()
         for path in commands.named_paths(argv, workdir):
             if commands.is_inside(path, project.root):
@@ -731,7 +765,7 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
-        turns = self.store.turns(session_id)
+        turns = self.active_line(session_id)
         changed = self.store.turns_with_changes(session_id)
         if session.incognito and not changed:
             raise NothingToDoError("nothing to undo: this session is incognito, so it keeps no copies")
@@ -776,14 +810,242 @@ class Engine:
         self.store.save_plan(plan)
         return plan
 
+    # -- the history tree ------------------------------------------------------------------
+
+    def active_line(self, session_id: SessionId) -> list[Turn]:
+        """The turns from the session's first to its head, oldest first (without calls)."""
+        session = self.store.session(session_id)
+        by_id = {turn.id: turn for turn in self.store.turns(session_id)}
+        line: list[Turn] = []
+        current = session.head
+        while current is not None and current in by_id:
+            line.append(by_id[current])
+            current = by_id[current].parent
+        return list(reversed(line))
+
+    def _turn_ref(self, session_id: SessionId, ref: str) -> Turn | None:
+        """The turn *ref* names (a number, or an id prefix of any session, so a wrong one is named); 0: the start."""
+        if ref.strip() in ("0", "start"):
+            return None
+        if ref.isdigit() and len(ref) < 12:
+            return self.store.turn_by_number(session_id, int(ref))
+        turn = self.store.turn(TurnId(self.store.resolve_id("turns", ref, "turn")))
+        if turn.session_id != session_id:
+            raise RefusedError(
+                f"turn {short_id(turn.id)} belongs to another session, not {short_id(session_id)}; nothing was changed"
+            )
+        return turn
+
+    def plan_rollback(self, session_id: SessionId, target: str, *, expect_head: str | None = None) -> Plan:
+        """Plan rolling back to turn *target* (number or id; ``0``: the session's start), stored, not applied.
+
+        *expect_head* is the head the caller saw (number or id): a stale one is refused, nothing changed.
+        """
+        session = self.store.session(session_id)
+        refuse_if_busy(self.store, session_id)
+        interrupted = self._interrupted(session_id)
+        if interrupted is not None:
+            return interrupted
+        if expect_head is not None:
+            seen = self._turn_ref(session_id, expect_head)
+            if (seen.id if seen else None) != session.head:
+                now = self.store.turn(session.head).number if session.head else 0
+                raise RefusedError(
+                    f"stale head: the session's head is turn {now}, not the one given ({expect_head}); "
+                    "another turn or rollback happened since. Nothing was changed: look again"
+                )
+        node = self._turn_ref(session_id, target)
+        line = self.active_line(session_id)
+        if node is not None and node.id not in {turn.id for turn in line}:
+            raise RefusedError(
+                f"turn {node.number} is on an abandoned branch, not on the active line; roll back to a turn of the line"
+            )
+        start = 0 if node is None else [turn.id for turn in line].index(node.id) + 1
+        rewound = [self.store.turn(turn.id, with_calls=True) for turn in reversed(line[start:])]
+        if not rewound:
+            raise NothingToDoError(f"nothing to roll back: turn {node.number if node else 0} is the head")
+        project = self.project_of(session)
+        plan = plan_rollback(
+            self.store,
+            Tree(project.root),
+            session,
+            project,
+            node,
+            rewound,
+            title_for=lambda t: turn_title(t, self.load),
+            op_id=OpId(self.store.new_id()),
+        )
+        self.store.save_plan(plan)
+        return plan
+
+    def plan_resend(self, session_id: SessionId, target: str, *, mode: str = "revert") -> Plan:
+        """Plan editing and resending turn *target*'s message: the calls from that turn on are taken away.
+
+        *mode*: ``revert`` (revert their changes, newest call first; a change
+        that cannot be reverted stops the resend), ``anyway`` (revert what can
+        be, drop the copies of the rest), ``keep`` (leave the files).
+        """
+        if mode not in ("revert", "anyway", "keep"):
+            raise UsageError(f"resend mode {mode!r}: use revert, anyway or keep")
+        session = self.store.session(session_id)
+        refuse_if_busy(self.store, session_id)
+        interrupted = self._interrupted(session_id)
+        if interrupted is not None:
+            return interrupted
+        edited = self._turn_ref(session_id, target)
+        if edited is None:
+            raise UsageError("give the number of the turn whose message is edited (1 or more)")
+        line = self.active_line(session_id)
+        ids = [turn.id for turn in line]
+        if edited.id not in ids:
+            raise RefusedError(f"turn {edited.number} is on an abandoned branch; edit a message of the active line")
+        dropped = [self.store.turn(turn.id, with_calls=True) for turn in reversed(line[ids.index(edited.id) :])]
+        project = self.project_of(session)
+        plan = plan_resend(
+            self.store,
+            Tree(project.root),
+            session,
+            project,
+            self.store.turn(edited.id),
+            dropped,
+            mode=mode,
+            op_id=OpId(self.store.new_id()),
+        )
+        self.store.save_plan(plan)
+        return plan
+
+    def resend_files(self, plan: Plan) -> list[ResendFile]:
+        """For a resend: each file its calls changed, once: how many calls, and the lines a revert adds and removes."""
+        project = self.store.project(plan.project_id)
+        tree = Tree(project.root)
+        counts: dict[str, int] = {}
+        first: dict[str, FileState] = {}
+        outside: set[str] = set()
+        for turn_id in reversed(plan.turn_ids):
+            for call in self.store.calls_of_turn(TurnId(turn_id)):
+                for path in dict.fromkeys(c.path for c in call.changes if not c.reverted):
+                    counts[path] = counts.get(path, 0) + 1
+                for change in call.changes:
+                    if not change.reverted:
+                        first.setdefault(change.path, change.before)
+                        if change.outside:
+                            outside.add(change.path)
+        files = []
+        for name, calls in counts.items():
+            before = first[name]
+            if before.kind == "dir" or name in outside:
+                continue
+            try:
+                now = tree.read_bytes(RelPath(name))
+            except (OSError, TurnbackError):
+                now = None
+            earlier = self.load(before.blob) if before.kind == "file" and before.blob else None
+            diff = diff_bytes(now, earlier)
+            files.append(ResendFile(name, calls, diff.added, diff.removed))
+        return files
+
+    def plan_redo(self, session_id: SessionId) -> Plan:
+        """Plan taking back the session's newest operation (undo, revert, rollback, or a redo), stored, not applied."""
+        session = self.store.session(session_id)
+        refuse_if_busy(self.store, session_id)
+        interrupted = self._interrupted(session_id)
+        if interrupted is not None:
+            return interrupted
+        op_id = self.store.newest_op_to_take_back(session_id)
+        if op_id is None:
+            raise NothingToDoError("nothing to redo: no operation of this session is left to take back")
+        op = self.store.load_plan(op_id)
+        if op.kind == "resend":
+            raise RefusedError(
+                f"the newest operation is an edit and resend ({short_id(op.id)}), which deleted its calls and "
+                "cannot be taken back; what it displaced is in its trash"
+            )
+        project = self.project_of(session)
+        plan = plan_redo(self.store, Tree(project.root), session, project, op, op_id=OpId(self.store.new_id()))
+        self.store.save_plan(plan)
+        return plan
+
+    def operations(self, session_id: SessionId) -> list[Plan]:
+        """The session's applied operations, oldest first."""
+        return [self.store.load_plan(op_id) for op_id, *_ in self.store.ops_of_session(session_id)]
+
+    def taken_back_by(self, session_id: SessionId) -> dict[str, str]:
+        """Which operation took back which: operation id -> the redo's id."""
+        return {op_id: by for op_id, _, _, _, by in self.store.ops_of_session(session_id) if by}
+
+    # -- marks, notices, reads, the files view ---------------------------------------------
+
+    def busy_start(self, session_id: SessionId, reason: str, *, holder_pid: int | None = None) -> str:
+        """Mark the session busy (compaction, an approval waiting): undo, revert, rollback and resend refuse."""
+        if not reason.strip():
+            raise UsageError("say why the session is busy")
+        self.store.session(session_id)
+        pid = holder_pid if holder_pid is not None else os.getpid()
+        return self.store.add_busy_mark(session_id, reason.strip(), pid, process_start(pid))
+
+    def busy_end(self, session_id: SessionId, reason: str | None = None) -> int:
+        """End the session's busy marks (those with *reason*, or all); how many ended."""
+        ended = 0
+        with self.store.transaction():
+            for mark_id, mark_reason, _, _ in self.store.busy_marks(session_id):
+                if reason is None or mark_reason == reason.strip():
+                    self.store.remove_busy_mark(mark_id)
+                    ended += 1
+        return ended
+
+    def notices(self, session_id: SessionId) -> list[tuple[str, str]]:
+        """Pending notices for the assistant (``Reverted the change to PATH``), each delivered once."""
+        return self.store.take_notices(session_id)
+
+    def read(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> bytes:
+        """Read a file for the assistant; a file reverted since it last read it may be changed again."""
+        project = self.project_of(self.store.session(session_id))
+        where = self.locate(project, path, cwd)
+        data = where.tree.read_bytes(where.rel)
+        with self.store.transaction():
+            self.store.mark_read(session_id, where.recorded)
+        return data
+
+    def files(self, session_id: SessionId) -> list[tuple[str, str]]:
+        """Each file the session's active line touched, with its state: as of / created in / deleted in turn N, reverted."""
+        latest: dict[str, tuple[int, str]] = {}
+        touched: dict[str, None] = {}
+        for turn in self.active_line(session_id):
+            for call in self.store.calls_of_turn(turn.id):
+                for change in call.changes:
+                    if "dir" in (change.before.kind, change.after.kind if change.after else ""):
+                        continue
+                    touched.setdefault(change.path)
+                    if not change.reverted:
+                        word = {"new": "created in", "deleted": "deleted in"}.get(change.kind, "as of")
+                        latest[change.path] = (turn.number, word)
+        return [
+            (path, f"{latest[path][1]} turn {latest[path][0]}" if path in latest else "reverted") for path in touched
+        ]
+
     def plan(self, op_ref: str) -> Plan:
         """A stored plan (or operation) by id prefix."""
         return self.store.load_plan(OpId(self.store.resolve_id("ops", op_ref, "operation")))
 
     def apply(self, plan: Plan) -> OpResult:
-        """Apply a stored plan, row by row with compare-and-swap; resumes an interrupted one."""
+        """Apply a stored plan, row by row with compare-and-swap; resumes an interrupted one.
+
+        The assistant then gets a notice per file taken back (``Reverted the
+        change to PATH``) and must read the file again before changing it; a
+        file a service loads adds a note naming the service's own check.
+        """
         project = self.store.project(plan.project_id)
-        return apply_plan(self.store, Tree(project.root), plan)
+        result = apply_plan(self.store, Tree(project.root), plan)
+        reverted = [
+            row.path
+            for row in result.plan.rows
+            if row.status == "done" and row.action in ("restore", "trash") and row.ref is None
+        ]
+        if reverted and result.plan.kind != "redo":
+            with self.store.transaction():
+                self.store.add_notices(plan.session_id, [(path, f"Reverted the change to {path}") for path in reverted])
+        notes = [note for note in (service_note(path) for path in reverted) if note]
+        return dataclasses.replace(result, notes=result.notes + tuple(notes))
 
 
 __all__ = [
@@ -792,6 +1054,7 @@ __all__ = [
     "CommandResult",
     "Coverage",
     "Engine",
+    "ResendFile",
     "TurnDiff",
     "TurnHandle",
 ]

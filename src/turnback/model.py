@@ -272,7 +272,7 @@ class Session:
 
 RowAction = Literal["restore", "trash", "skip", "not covered", "ref", "mark"]
 RowStatus = Literal["pending", "done", "skipped", "failed"]
-OpKind = Literal["undo", "revert"]
+OpKind = Literal["undo", "revert", "rollback", "resend", "redo"]
 OpStatus = Literal["planned", "applying", "done"]
 
 
@@ -302,6 +302,7 @@ class PlanRow:
     note: str | None = None
     ref: RefUpdate | None = None
     outside: bool = False
+    unmark: bool = False  # a redo row: done, its changes count as not taken back again
 
     @property
     def acts(self) -> bool:
@@ -331,6 +332,12 @@ class Plan:
     status: OpStatus = "planned"
     created_at: int = 0
     notes: tuple[str, ...] = field(default=())
+    head_from: TurnId | None = None  # rollback, resend, redo: the head the caller saw, checked before applying
+    head_to: TurnId | None = None  # ... and the head it leaves (None: the session's start)
+    moves_head: bool = False
+    reverses: OpId | None = None  # redo: the operation it takes back
+    resend_turn: TurnId | None = None  # resend: the turn whose message is edited
+    resend_mode: str | None = None  # resend: revert, keep or anyway
 
     @property
     def force_only_rows(self) -> tuple[PlanRow, ...]:
@@ -348,6 +355,7 @@ class OpResult:
     plan: Plan
     trash_dir: str | None
     resumed: bool = False
+    notes: tuple[str, ...] = ()  # e.g. a service that may still use a reverted configuration
 
     def count(self, action: RowAction, status: RowStatus = "done") -> int:
         return sum(1 for row in self.plan.rows if row.action == action and row.status == status)

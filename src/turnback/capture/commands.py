@@ -26,6 +26,7 @@ import marshal
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -44,6 +45,7 @@ from turnback.capture.scan import (
     decode_snapshot,
     diff_snapshots,
     encode_snapshot,
+    folder_fingerprint,
     scan_tree,
 )
 from turnback.errors import StoreError
@@ -74,7 +76,7 @@ class Watch:
     path: str
     copied: bool
     reason: str | None
-    stamp: tuple[int, int, int] | None  # (size, mtime_ns, mode) when not copied; None when absent
+    stamp: tuple[int, int, int, str] | None  # (size, mtime_ns, mode, what is below) when not copied; None: absent
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,12 +161,14 @@ def named_outside_paths(argv: Sequence[str], cwd: str, project_root: str) -> lis
     return [path for path in named_paths(argv, cwd) if not is_inside(path, project_root)]
 
 
-def _stamp(path: str) -> tuple[int, int, int] | None:
+def _stamp(path: str) -> tuple[int, int, int, str] | None:
+    """What an outside path that is not copied looks like, to tell later whether it changed."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    return (st.st_size, st.st_mtime_ns, st.st_mode)
+    below = folder_fingerprint(path) if stat.S_ISDIR(st.st_mode) else ""
+    return (st.st_size, st.st_mtime_ns, st.st_mode, below)
 
 
 def _too_large_folder(path: str, rules: OutsideRules) -> bool:
@@ -273,7 +277,7 @@ def finish_call(
             now = _scan_outside(store, watch.path, outside_rules)
             for change in diff_snapshots(inside, now):
                 changes.append((change.path, _state(change.before), _state(change.after), True, _reason(change)))
-        elif _stamp(watch.path) != watch.stamp:
+        elif _stamp(watch.path) != (tuple(watch.stamp) if watch.stamp else None):
             changed = FileState("file") if os.path.lexists(watch.path) else ABSENT
             was = FileState("file") if watch.stamp is not None else ABSENT
             changes.append((watch.path, was, changed, True, watch.reason))
@@ -321,14 +325,20 @@ def wait_for_process(pid: int, start: int | None) -> None:
 
 
 def stop_process_group(pid: int) -> None:
-    """Ask a command and what it started to end: SIGTERM to its process group, else to it alone."""
+    """Ask a command to end with SIGTERM: its whole process group when it leads one (a job), else it alone.
+
+    A foreground command shares the process group of whatever ran ``exec``
+    (so a terminal's ^C reaches it); signalling that group would stop the
+    harness too.
+    """
     try:
-        os.killpg(os.getpgid(pid), signal.SIGTERM)
-    except (ProcessLookupError, PermissionError):
-        try:
+        group = os.getpgid(pid)
+        if group == pid:
+            os.killpg(group, signal.SIGTERM)
+        else:
             os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    except ProcessLookupError:
+        pass
 
 
 __all__ = [

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import marshal
 import os
 import stat
@@ -82,7 +83,13 @@ class Entry:
             return self.target == other.target
         if self.kind == "dir":
             return stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
-        return (self.size, self.mtime_ns, self.ino, self.mode) == (other.size, other.mtime_ns, other.ino, other.mode)
+        return (self.size, self.mtime_ns, self.ino, self.mode, self.target) == (
+            other.size,
+            other.mtime_ns,
+            other.ino,
+            other.mode,
+            other.target,
+        )
 
     def state(self) -> FileState:
         """The entry as a recorded state (an uncovered file is a file without content)."""
@@ -100,6 +107,25 @@ class Entry:
 
 
 Snapshot = dict[str, Entry]
+
+
+def folder_fingerprint(path: str) -> str:
+    """A digest of every name, size, mtime and mode below the folder *path* (stat only, links not followed).
+
+    It tells whether anything inside a folder turnback does not copy (an
+    excluded one, an outside one over the limits) changed, without reading it.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for folder, dirs, files in os.walk(path):
+        dirs.sort()
+        for name in sorted(files) + dirs:
+            try:
+                st = os.lstat(os.path.join(folder, name))
+            except OSError:
+                continue
+            rel = os.path.relpath(os.path.join(folder, name), path)
+            digest.update(os.fsencode(rel) + f"\0{st.st_size}:{st.st_mtime_ns}:{st.st_mode}\0".encode())
+    return digest.hexdigest()
 
 
 def _entry(
@@ -201,8 +227,10 @@ class _Scanner:
         put: Callable[[Iterable[bytes]], tuple[BlobId, int]],
         scan_start_ns: int,
         only: str | None = None,
+        root: str = "",
     ):
         self.only = only
+        self.root = root
         self.rules = rules
         self.previous = previous
         self.put = put
@@ -271,7 +299,12 @@ class _Scanner:
         is_dir = stat.S_ISDIR(st.st_mode)
         glob = self.rules.excluded_by(path, is_dir=is_dir)
         if glob is not None:
-            self._uncovered(path, st, f"excluded by snapshot.exclude ({glob})")
+            reason = f"excluded by snapshot.exclude ({glob})"
+            if is_dir:  # not entered, but a change anywhere below it is still noticed (and said so)
+                fingerprint = folder_fingerprint(os.path.join(self.root, path))
+                self.snapshot[path] = _entry("uncovered", st, target=fingerprint, reason=reason)
+            else:
+                self._uncovered(path, st, reason)
             return False
         if is_dir:
             self.snapshot[path] = _entry("dir", st)
@@ -353,7 +386,7 @@ def scan_tree(
     With *only*, just that one name in *root* (a file, link, or folder and all below it).
     """
     writer = _BatchedWriter(store)
-    scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only)
+    scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only, root)
     try:
         scanner.walk(root)
     except BaseException as exc:
@@ -402,5 +435,6 @@ __all__ = [
     "decode_snapshot",
     "diff_snapshots",
     "encode_snapshot",
+    "folder_fingerprint",
     "scan_tree",
 ]

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 from turnback.capture import git
 from turnback.capture.states import probe_state
-from turnback.errors import BlobCorruptError, NothingToDoError, TurnbackError, UnsafePathError
+from turnback.errors import BlobCorruptError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError
 from turnback.fsio import Tree, ensure_private_dir
 from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId, short_id
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
@@ -159,9 +159,9 @@ def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note:
         store.set_row_status(plan.id, row.seq, status, note)
         if status == "done":
             if row.ref is not None:
-                store.mark_ref_changes_reverted(row.change_ids)
+                store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
             else:
-                store.mark_changes_reverted(row.change_ids)
+                store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
 
 
 def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, str | None]]:
@@ -237,6 +237,8 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
         resumed = plan.status == "applying"
         refuse_if_busy(store, plan.session_id)
         with store.transaction():
+            if plan.moves_head and not resumed:
+                _refuse_stale_head(store, plan)
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
         applier = _Applier(store, tree, plan)
@@ -257,10 +259,45 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
                 _settle_row(store, plan, row, status, note)
         applier.remove_temp_files()
         with store.transaction():
-            _settle_turns(store, store.load_plan(plan.id))
+            applied = store.load_plan(plan.id)
+            notes = _finish_operation(store, applied)
+            _settle_turns(store, applied)
             store.set_op_status(plan.id, "done")
     trash = applier.trash_dir if os.path.isdir(applier.trash_dir) else None
-    return OpResult(store.load_plan(plan.id), trash, resumed=resumed)
+    return OpResult(store.load_plan(plan.id), trash, resumed=resumed, notes=notes)
+
+
+def _refuse_stale_head(store: Store, plan: Plan) -> None:
+    """A rollback, resend or redo applies only to the head it was planned against."""
+    head = store.session(plan.session_id).head
+    if head != plan.head_from:
+        raise RefusedError(
+            f"the session's head moved since the preview (it is {short_id(head) if head else 'the start'}, "
+            f"not {short_id(plan.head_from) if plan.head_from else 'the start'}); nothing was changed: plan again"
+        )
+
+
+def _finish_operation(store: Store, plan: Plan) -> tuple[str, ...]:
+    """What an operation does after its rows: a resend drops its calls, a rollback or resend moves the head,
+    a redo marks the operation it took back. Returns notes for the result."""
+    if plan.kind == "redo" and plan.reverses and any(row.status == "done" for row in plan.rows):
+        store.set_taken_back(plan.reverses, plan.id)
+    if not plan.moves_head:
+        return ()
+    if plan.kind == "resend":
+        stuck = [row for row in plan.rows if row.status in ("skipped", "failed")]
+        if stuck and plan.resend_mode == "revert":
+            count = len(stuck)
+            return (
+                f"nothing was resent: {count} change{'s' if count != 1 else ''} could not be reverted (above); "
+                "the reverts done stay done. --anyway drops their copies and resends, --keep resends as they are",
+            )
+        store.drop_calls_of_turns([TurnId(t) for t in plan.turn_ids])
+    if not store.set_head_if_equals(plan.session_id, plan.head_from, plan.head_to):
+        head = store.session(plan.session_id).head
+        if head != plan.head_to:  # a resumed run may have moved it already
+            return ("the session's head moved while this applied, so it was not moved",)
+    return ()
 
 
 __all__ = ["CHANGED_SINCE_PREVIEW", "apply_plan", "trash_folder_name"]

@@ -13,6 +13,7 @@ import contextlib
 import fcntl
 import json
 import os
+import time
 from collections.abc import Iterator
 
 from turnback.errors import BusyError
@@ -66,9 +67,10 @@ def live_commands(store: Store, project_id: ProjectId) -> list[Call]:
 def refuse_if_busy(store: Store, session_id: SessionId) -> None:
     """Raise :class:`BusyError` naming what runs in the session, if anything does.
 
-    That is: a turn of the session; a command (one past its timeout) or a
-    background job of the session, or of another session of the same
-    project (it can write the same files).
+    That is: a turn of the session; a busy mark a harness set (compaction,
+    an approval waiting); a command (one past its timeout) or a background
+    job of the session, or of another session of the same project (it can
+    write the same files).
     """
     running = live_running_turns(store, session_id)
     if running:
@@ -78,6 +80,13 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
             f"turn {turn.number} is running in this session{holder}; "
             "wait for it to end (turnback turn end) before taking changes back"
         )
+    for mark_id, reason, pid, pid_start in store.busy_marks(session_id):
+        if pid is not None and not process_alive(pid, pid_start):
+            with store.transaction():
+                store.remove_busy_mark(mark_id)  # its holder ended without ending it
+            continue
+        holder = f" (marked by process {pid})" if pid else ""
+        raise BusyError(f"the session is busy: {reason}{holder}; wait until it ends (turnback busy end)")
     session = store.session(session_id)
     for call in live_commands(store, session.project_id):
         own = call.session_id == session_id
@@ -96,18 +105,24 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
 
 
 @contextlib.contextmanager
-def session_apply_lock(store: Store, session_id: SessionId) -> Iterator[None]:
-    """Hold the session's apply lock; :class:`BusyError` naming the holder when another process has it."""
+def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold the session's apply lock, waiting up to *wait_s* for it; then :class:`BusyError` naming the holder."""
     ensure_private_dir(store.locks_dir)
     path = os.path.join(store.locks_dir, f"{session_id}.lock")
     fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-            named = f" (process {holder})" if holder else ""
-            raise BusyError(f"an undo is being applied in this session{named}; wait for it to finish") from None
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                named = f" (process {holder})" if holder else ""
+                raise BusyError(f"an undo is being applied in this session{named}; wait for it to finish") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         try:

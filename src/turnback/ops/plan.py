@@ -11,7 +11,7 @@ row whose path holds anything else is refused (compare-and-swap).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from turnback.capture import git
 from turnback.capture.states import capture_state, probe_state
@@ -39,6 +39,11 @@ from turnback.paths import RelPath
 from turnback.store import Store
 
 UNDO_CONFLICT = "changed after the turn; --force overwrites it"
+ROLLBACK_CONFLICT = "changed after the turn; a rollback leaves it as it is"
+RESEND_CONFLICT = "changed since the call, so it cannot be reverted; --anyway drops its copy"
+REDO_CONFLICT = "changed since the operation; taking it back would overwrite that, so it is left as it is"
+ALREADY_REDONE = "already holds what the operation displaced"
+CUT_SHORT_ROLLBACK = "the call may be cut short, so what it wrote is unknown; a rollback leaves it as it is"
 CUT_SHORT_UNDO = "the call may be cut short, so what it wrote is unknown; --force overwrites it"
 CUT_SHORT_REVERT = "the call may be cut short, so what it wrote is unknown; --anyway restores the earlier content"
 LINK_IN_PLACE = "a symbolic link is in its place; the link and the file it points to are left alone"
@@ -381,18 +386,17 @@ def select_undo_turns(
     return [pending[-1]]
 
 
-def plan_undo(
+def _rows_for_turns(
     store: Store,
     tree: Tree,
-    session: Session,
     project: Project,
     turns: Sequence[Turn],
     *,
     force: bool,
-    title_for: Callable[[Turn], str],
-    op_id: OpId,
-) -> Plan:
-    """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
+    conflict_reason: Callable[[Change], str],
+    cut_short_reason: str,
+) -> list[_Row]:
+    """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
     late_jobs = {
@@ -424,13 +428,36 @@ def plan_undo(
                         store,
                         change,
                         turn.id,
-                        conflict_reason=lambda _change: UNDO_CONFLICT,
-                        cut_short_reason=CUT_SHORT_UNDO,
+                        conflict_reason=conflict_reason,
+                        cut_short_reason=cut_short_reason,
                         overwrite=force,
                         hold=hold,
                     )
                 )
-    rows = _merge_chains(rows) + _ref_rows(turns, git.read_refs(project.root))
+    return _merge_chains(rows) + _ref_rows(turns, git.read_refs(project.root))
+
+
+def plan_undo(
+    store: Store,
+    tree: Tree,
+    session: Session,
+    project: Project,
+    turns: Sequence[Turn],
+    *,
+    force: bool,
+    title_for: Callable[[Turn], str],
+    op_id: OpId,
+) -> Plan:
+    """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
+    rows = _rows_for_turns(
+        store,
+        tree,
+        project,
+        turns,
+        force=force,
+        conflict_reason=lambda _change: UNDO_CONFLICT,
+        cut_short_reason=CUT_SHORT_UNDO,
+    )
     return Plan(
         id=op_id,
         kind="undo",
@@ -441,6 +468,157 @@ def plan_undo(
         turn_ids=tuple(turn.id for turn in turns),
         force=force,
         created_at=store.now(),
+    )
+
+
+def plan_rollback(
+    store: Store,
+    tree: Tree,
+    session: Session,
+    project: Project,
+    target: Turn | None,
+    rewound: Sequence[Turn],
+    *,
+    title_for: Callable[[Turn], str],
+    op_id: OpId,
+) -> Plan:
+    """Plan rolling the session back to *target* (``None``: its start): every turn after it, newest first."""
+    to_take_back = [turn for turn in rewound if turn.undone != "yes"]
+    rows = _rows_for_turns(
+        store,
+        tree,
+        project,
+        to_take_back,
+        force=False,
+        conflict_reason=lambda _change: ROLLBACK_CONFLICT,
+        cut_short_reason=CUT_SHORT_ROLLBACK,
+    )
+    where = f"turn {target.number} ({short_id(target.id)})" if target else "the start of the session"
+    sections = [PlanSection(None, f"roll back to {where}")]
+    sections += [PlanSection(t.id, f"rewind turn {t.number} ({short_id(t.id)}): {title_for(t)}") for t in rewound]
+    return Plan(
+        id=op_id,
+        kind="rollback",
+        session_id=session.id,
+        project_id=project.id,
+        rows=_finish_rows(rows),
+        sections=tuple(sections),
+        turn_ids=tuple(turn.id for turn in rewound),
+        created_at=store.now(),
+        head_from=session.head,
+        head_to=target.id if target else None,
+        moves_head=True,
+    )
+
+
+def plan_resend(
+    store: Store,
+    tree: Tree,
+    session: Session,
+    project: Project,
+    edited: Turn,
+    dropped: Sequence[Turn],
+    *,
+    mode: str,
+    op_id: OpId,
+) -> Plan:
+    """Plan editing and resending *edited*'s message: revert the calls of *dropped* (newest first) unless
+    *mode* is ``keep``; applying then deletes those calls and moves the head to *edited*'s parent."""
+    rows: list[_Row] = []
+    if mode != "keep":
+        rows = _rows_for_turns(
+            store,
+            tree,
+            project,
+            dropped,
+            force=False,
+            conflict_reason=lambda _change: RESEND_CONFLICT,
+            cut_short_reason=CUT_SHORT_REVERT.split(";")[0],
+        )
+        rows = [row for row in rows if row.ref is None]  # resend takes back files, as Revert does
+    return Plan(
+        id=op_id,
+        kind="resend",
+        session_id=session.id,
+        project_id=project.id,
+        rows=_finish_rows(rows),
+        sections=(PlanSection(None, f"edit and resend the message of turn {edited.number} ({short_id(edited.id)})"),),
+        turn_ids=tuple(turn.id for turn in dropped),
+        created_at=store.now(),
+        head_from=session.head,
+        head_to=edited.parent,
+        moves_head=True,
+        resend_turn=edited.id,
+        resend_mode=mode,
+    )
+
+
+def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: Plan, *, op_id: OpId) -> Plan:
+    """Plan taking back operation *op*: each row it applied, last first, from what it put back to what it displaced.
+
+    A path that changed since *op* is skipped (compare-and-swap, no force);
+    a copy that is gone makes the row not covered.
+    """
+    picture = _Picture(store, tree)
+    rows: list[_Row] = []
+    refs = git.read_refs(project.root) if any(row.ref for row in op.rows) else None
+    for row in reversed(op.rows):
+        if row.status != "done":
+            continue
+        if row.ref is not None:
+            name = RelPath(ref_short_name(row.ref.name))
+            if row.action == "mark":
+                rows.append(
+                    _Row(name, "mark", None, None, list(row.change_ids), row.turn_id, ALREADY_EARLIER, ref=row.ref)
+                )
+                continue
+            now = (refs or {}).get(row.ref.name)
+            update = RefUpdate(row.ref.name, row.ref.target, row.ref.expect)
+            if now != row.ref.target:
+                reason = REF_MOVED.format(now=ref_value_text(now)).replace("turn", "operation")
+                rows.append(_Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
+            else:
+                rows.append(_Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
+            continue
+        if row.action == "mark":
+            rows.append(
+                _Row(row.path, "mark", row.expect, row.target, list(row.change_ids), row.turn_id, ALREADY_EARLIER)
+            )
+            continue
+        assert row.expect is not None and row.target is not None
+        back, put = row.target, row.expect
+        current = picture.get(row.path, outside=row.outside)
+        if isinstance(current, TurnbackError):
+            rows.append(_Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, str(current)))
+        elif put.kind == "file" and (put.blob is None or not store.blobs.has(put.blob)):
+            rows.append(_Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
+        elif current.same_as(put):
+            rows.append(_Row(row.path, "mark", current, put, list(row.change_ids), row.turn_id, ALREADY_REDONE))
+        elif current.same_as(back):
+            picture.set(row.path, put)
+            rows.append(_Row(row.path, _acting(put, current), current, put, list(row.change_ids), row.turn_id))
+        else:
+            rows.append(_Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
+        rows[-1].outside = row.outside
+    finished = tuple(
+        replace(plan_row, unmark=not original.unmark)
+        for plan_row, original in zip(
+            _finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
+        )
+    )
+    return Plan(
+        id=op_id,
+        kind="redo",
+        session_id=session.id,
+        project_id=project.id,
+        rows=finished,
+        sections=(PlanSection(None, f"take back the {op.kind} {short_id(op.id)}"),),
+        turn_ids=op.turn_ids,
+        created_at=store.now(),
+        head_from=op.head_to if op.moves_head else None,
+        head_to=op.head_from if op.moves_head else None,
+        moves_head=op.moves_head,
+        reverses=op.id,
     )
 
 

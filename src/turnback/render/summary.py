@@ -197,7 +197,11 @@ _VERBS = {
 
 def describe_changes(changes: Sequence[NetChange]) -> str:
     """``change a.txt and add notes.md`` for a turn without a message."""
-    items = [f"{_VERBS[change.kind]} {change.path}" for change in changes if change.after.kind != "dir"]
+    items = [
+        f"{_VERBS[change.kind]} {display_path(change.path) if change.outside else change.path}"
+        for change in changes
+        if change.after.kind != "dir"
+    ]
     if not items:
         return "no file changes"
     if len(items) > 3:

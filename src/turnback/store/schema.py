@@ -135,6 +135,32 @@ MIGRATIONS: list[list[str]] = [
             data_enc BLOB NOT NULL)""",
         "CREATE INDEX snapshots_by_project ON snapshots(project_id, purpose, created_at)",
     ],
+    # 3: history tree, rollback, resend, redo, busy marks, notices, the storage cap
+    [
+        "ALTER TABLE turns ADD COLUMN resent INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE ops ADD COLUMN reverses TEXT",
+        "ALTER TABLE ops ADD COLUMN taken_back_by TEXT",
+        """CREATE TABLE busy_marks(
+            id TEXT PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            reason_enc BLOB NOT NULL,
+            pid INTEGER,
+            pid_start INTEGER,
+            created_at INTEGER NOT NULL)""",
+        """CREATE TABLE notices(
+            id INTEGER PRIMARY KEY,
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            body_enc BLOB NOT NULL,
+            delivered INTEGER NOT NULL DEFAULT 0,
+            created_at INTEGER NOT NULL)""",
+        "CREATE INDEX notices_pending ON notices(session_id, delivered)",
+        """CREATE TABLE must_read(
+            session_id TEXT NOT NULL REFERENCES sessions(id),
+            path_id BLOB NOT NULL,
+            PRIMARY KEY(session_id, path_id))""",
+        "CREATE INDEX changes_by_blob_before ON changes(before_blob)",
+        "CREATE INDEX changes_by_blob_after ON changes(after_blob)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -416,8 +416,8 @@ class Store:
             changes.append(RefChange(change_id, turn_id, name, before, after, bool(reverted)))
         return tuple(changes)
 
-    def mark_ref_changes_reverted(self, ids: Iterable[int]) -> None:
-        self.db.executemany("UPDATE ref_changes SET reverted=1 WHERE id=?", [(i,) for i in ids])
+    def mark_ref_changes_reverted(self, ids: Iterable[int], *, reverted: bool = True) -> None:
+        self.db.executemany("UPDATE ref_changes SET reverted=? WHERE id=?", [(int(reverted), i) for i in ids])
 
     def turn(self, turn_id: TurnId, *, with_calls: bool = False) -> Turn:
         row = self.db.one(f"SELECT {self._TURN_COLUMNS} FROM turns WHERE id=?", (turn_id,))
@@ -725,7 +725,7 @@ class Store:
                 return CallId(row[0])
         return None
 
-    def mark_changes_reverted(self, change_ids: Iterable[int], reverted: bool = True) -> None:
+    def mark_changes_reverted(self, change_ids: Iterable[int], *, reverted: bool = True) -> None:
         ids = list(change_ids)
         if ids:
             self.db.executemany("UPDATE changes SET reverted=? WHERE id=?", [(int(reverted), cid) for cid in ids])
@@ -752,10 +752,16 @@ class Store:
             "call_id": plan.call_id,
             "force": plan.force,
             "notes": list(plan.notes),
+            "head_from": plan.head_from,
+            "head_to": plan.head_to,
+            "moves_head": plan.moves_head,
+            "resend_turn": plan.resend_turn,
+            "resend_mode": plan.resend_mode,
         }
         with self.transaction():
             self.db.execute(
-                "INSERT INTO ops(id, session_id, project_id, kind, status, spec_enc, created_at) VALUES(?,?,?,?,?,?,?)",
+                "INSERT INTO ops(id, session_id, project_id, kind, status, spec_enc, created_at, reverses)"
+                " VALUES(?,?,?,?,?,?,?,?)",
                 (
                     plan.id,
                     plan.session_id,
@@ -764,6 +770,7 @@ class Store:
                     plan.status,
                     self.crypto.seal(json.dumps(spec).encode(), f"ops.spec:{plan.id}".encode()),
                     plan.created_at,
+                    plan.reverses,
                 ),
             )
             self.db.executemany(
@@ -801,11 +808,12 @@ class Store:
             "trash_name": row.trash_name,
             "ref": [row.ref.name, row.ref.expect, row.ref.target] if row.ref else None,
             "outside": row.outside,
+            "unmark": row.unmark,
         }
 
     def load_plan(self, op_id: OpId) -> Plan:
         op = self.db.one(
-            "SELECT id, session_id, project_id, kind, status, spec_enc, created_at FROM ops WHERE id=?",
+            "SELECT id, session_id, project_id, kind, status, spec_enc, created_at, reverses FROM ops WHERE id=?",
             (op_id,),
         )
         if op is None:
@@ -840,6 +848,7 @@ class Store:
                     note=note,
                     ref=RefUpdate(*body["ref"]) if body.get("ref") else None,
                     outside=body.get("outside", False),
+                    unmark=body.get("unmark", False),
                 )
             )
         return Plan(
@@ -855,6 +864,12 @@ class Store:
             status=op[4],
             created_at=op[6],
             notes=tuple(spec.get("notes", ())),
+            head_from=spec.get("head_from"),
+            head_to=spec.get("head_to"),
+            moves_head=spec.get("moves_head", False),
+            reverses=op[7],
+            resend_turn=spec.get("resend_turn"),
+            resend_mode=spec.get("resend_mode"),
         )
 
     def set_op_status(self, op_id: OpId, status: OpStatus, *, expect: OpStatus | None = None) -> bool:
@@ -873,6 +888,111 @@ class Store:
         self.db.execute(
             "UPDATE op_rows SET status=?, result_enc=? WHERE op_id=? AND seq=?",
             (status, self._seal(note, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
+        )
+
+    def ops_of_session(self, session_id: SessionId) -> list[tuple[OpId, str, str, str | None, str | None]]:
+        """The session's applied (or applying) operations, oldest first: id, kind, status, reverses, taken back by."""
+        rows = self.db.all(
+            "SELECT id, kind, status, reverses, taken_back_by FROM ops WHERE session_id=? AND status<>'planned'"
+            " ORDER BY id",
+            (session_id,),
+        )
+        return [(OpId(r[0]), r[1], r[2], r[3], r[4]) for r in rows]
+
+    def newest_op_to_take_back(self, session_id: SessionId) -> OpId | None:
+        """The newest applied operation of the session that changed something and is not taken back yet."""
+        row = self.db.one(
+            "SELECT ops.id FROM ops WHERE ops.session_id=? AND ops.status='done' AND ops.taken_back_by IS NULL"
+            " AND EXISTS (SELECT 1 FROM op_rows WHERE op_rows.op_id = ops.id AND op_rows.status='done')"
+            " ORDER BY ops.id DESC LIMIT 1",
+            (session_id,),
+        )
+        return OpId(row[0]) if row else None
+
+    def set_taken_back(self, op_id: OpId, by: OpId) -> None:
+        self.db.execute("UPDATE ops SET taken_back_by=? WHERE id=?", (by, op_id))
+
+    def set_head_if_equals(self, session_id: SessionId, old: TurnId | None, new: TurnId | None) -> bool:
+        """Move the session's head from *old* to *new*; False (and nothing changed) when it is not at *old*."""
+        cursor = self.db.execute("UPDATE sessions SET head=? WHERE id=? AND head IS ?", (new, session_id, old))
+        return cursor.rowcount == 1
+
+    def drop_calls_of_turns(self, turn_ids: Sequence[TurnId]) -> None:
+        """Edit and resend: delete the calls of *turn_ids* with their changes (their copies go at the next gc)."""
+        for turn_id in turn_ids:
+            self.db.execute("DELETE FROM changes WHERE call_id IN (SELECT id FROM calls WHERE turn_id=?)", (turn_id,))
+            self.db.execute("DELETE FROM calls WHERE turn_id=?", (turn_id,))
+            self.db.execute("DELETE FROM ref_changes WHERE turn_id=?", (turn_id,))
+            self.db.execute("UPDATE turns SET resent=1 WHERE id=?", (turn_id,))
+
+    def resent_turns(self, session_id: SessionId) -> set[str]:
+        rows = self.db.all("SELECT id FROM turns WHERE session_id=? AND resent=1", (session_id,))
+        return {row[0] for row in rows}
+
+    # -- busy marks -------------------------------------------------------------------------
+
+    def add_busy_mark(self, session_id: SessionId, reason: str, pid: int | None, pid_start: int | None) -> str:
+        mark_id = self.new_id()
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO busy_marks(id, session_id, reason_enc, pid, pid_start, created_at) VALUES(?,?,?,?,?,?)",
+                (mark_id, session_id, self._seal(reason, f"busy_marks.reason:{mark_id}"), pid, pid_start, self.now()),
+            )
+        return mark_id
+
+    def busy_marks(self, session_id: SessionId) -> list[tuple[str, str, int | None, int | None]]:
+        """The session's busy marks: id, reason, holder pid and its start time."""
+        rows = self.db.all(
+            "SELECT id, reason_enc, pid, pid_start FROM busy_marks WHERE session_id=? ORDER BY created_at",
+            (session_id,),
+        )
+        return [(row[0], self._open(row[1], f"busy_marks.reason:{row[0]}") or "", row[2], row[3]) for row in rows]
+
+    def remove_busy_mark(self, mark_id: str) -> None:
+        self.db.execute("DELETE FROM busy_marks WHERE id=?", (mark_id,))
+
+    # -- notices to the assistant ------------------------------------------------------------
+
+    def add_notices(self, session_id: SessionId, items: Sequence[tuple[str, str]]) -> None:
+        """Queue notices (path, text) for the assistant, and require it to read each path again."""
+        for path, text in items:
+            cursor = self.db.execute(
+                "INSERT INTO notices(session_id, body_enc, created_at) VALUES(?, X'00', ?)", (session_id, self.now())
+            )
+            notice_id = cursor.lastrowid
+            body = self.crypto.seal(
+                json.dumps([path, text]).encode("utf-8", "surrogateescape"), f"notices:{notice_id}".encode()
+            )
+            self.db.execute("UPDATE notices SET body_enc=? WHERE id=?", (body, notice_id))
+            self.db.execute(
+                "INSERT OR IGNORE INTO must_read(session_id, path_id) VALUES(?,?)",
+                (session_id, self.path_id(session_id, path)),
+            )
+
+    def take_notices(self, session_id: SessionId) -> list[tuple[str, str]]:
+        """The session's pending notices, each delivered once."""
+        with self.transaction():
+            rows = self.db.all(
+                "SELECT id, body_enc FROM notices WHERE session_id=? AND delivered=0 ORDER BY id", (session_id,)
+            )
+            self.db.executemany("UPDATE notices SET delivered=1 WHERE id=?", [(row[0],) for row in rows])
+        items = []
+        for notice_id, body in rows:
+            path, text = json.loads(
+                self.crypto.open(bytes(body), f"notices:{notice_id}".encode()).decode("utf-8", "surrogateescape")
+            )
+            items.append((path, text))
+        return items
+
+    def must_read(self, session_id: SessionId, path: str) -> bool:
+        row = self.db.one(
+            "SELECT 1 FROM must_read WHERE session_id=? AND path_id=?", (session_id, self.path_id(session_id, path))
+        )
+        return row is not None
+
+    def mark_read(self, session_id: SessionId, path: str) -> None:
+        self.db.execute(
+            "DELETE FROM must_read WHERE session_id=? AND path_id=?", (session_id, self.path_id(session_id, path))
         )
 
     def ops_in_status(self, session_id: SessionId, status: OpStatus) -> list[OpId]:

@@ -35,7 +35,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         ctx.out.json({"turn": {"id": turn.id, "number": turn.number, "parent": turn.parent}})
         return 0
     turn, summary = ctx.engine.end_turn(session.id)
-    ctx.out.line(summary.line or "no files changed")
+    if summary.line or not summary.notes:
+        ctx.out.line(summary.line or "no files changed")
     ctx.out.lines(list(summary.notes))
     ctx.out.json({"turn": data.turn_data(turn), "summary": data.summary_data(summary)})
     return 0

@@ -1,0 +1,274 @@
+"""Keeping the store within its bounds: the size caps, gc, verify, deleting a session.
+
+Copies kept for reverting (the states calls recorded, and what operations
+displaced, for redo) count towards ``store.max_mib``; when over, the oldest
+calls' copies are dropped first, and those changes show "can no longer be
+reverted". The stat caches' copies count towards ``snapshot.max_mib``; over
+it, the oldest entries' copies are dropped and those files are left out of
+the next snapshot (and said so). A copy that a planned or applying
+operation needs, or that a running command's snapshot holds, is never
+dropped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from turnback.capture.scan import Entry, decode_snapshot, encode_snapshot
+from turnback.errors import BlobCorruptError, StoreError
+from turnback.model import BlobId, ProjectId, SessionId
+from turnback.store import Store
+from turnback.store.crypto import ID_LEN
+
+VACUUM_FREE_BYTES = 8 << 20
+VACUUM_FREE_SHARE = 0.25
+SNAPSHOT_DROPPED = "over snapshot.max_mib ({mib} MiB): its copy was dropped, oldest first"
+
+
+def _children(store: Store, blob_ids: Iterable[bytes]) -> set[bytes]:
+    """The chunks that the chunk-list blobs among *blob_ids* name (their content lives there)."""
+    found: set[bytes] = set()
+    for blob_id in blob_ids:
+        row = store.db.one("SELECT kind FROM blobs WHERE id=?", (blob_id,))
+        if row is None or row[0] != 1:
+            continue
+        try:
+            listing = store.blobs._get(blob_id)[1]
+        except BlobCorruptError:
+            continue
+        found.update(listing[i : i + ID_LEN] for i in range(0, len(listing), ID_LEN))
+    return found
+
+
+def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
+    """Blobs the stat caches hold, and blobs the snapshots of running commands hold."""
+    cache: set[bytes] = set()
+    running: set[bytes] = set()
+    for snapshot_id, purpose, project_id in store.db.all("SELECT id, purpose, project_id FROM snapshots"):
+        data = store.snapshot(snapshot_id)
+        if data is None:
+            continue
+        if purpose == "cache":
+            snapshot = decode_snapshot(data) or {}
+            cache.update(entry.blob for entry in snapshot.values() if entry.blob)
+        else:
+            from turnback.capture.commands import CallBefore  # the command layer's own format
+
+            with contextlib.suppress(StoreError):
+                before = CallBefore.decode(data)
+                for entry in (*before.project.values(), *before.outside.values()):
+                    if entry.blob:
+                        running.add(entry.blob)
+        del project_id
+    return cache, running
+
+
+def _column_blobs(store: Store, sql: str, params: tuple[object, ...] = ()) -> set[bytes]:
+    return {bytes(row[0]) for row in store.db.all(sql, params) if row[0] is not None}
+
+
+def _pending_op_blobs(store: Store) -> set[bytes]:
+    return _column_blobs(
+        store,
+        "SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE ops.status IN ('planned', 'applying')"
+        " UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
+        " WHERE ops.status IN ('planned', 'applying')",
+    )
+
+
+def live_blobs(store: Store) -> set[bytes]:
+    """Every blob something still needs: changes not dropped, operations, snapshots; chunks included."""
+    live = _column_blobs(
+        store,
+        "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
+        " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
+    )
+    cache, running = _snapshot_blobs(store)
+    live |= cache | running
+    return live | _children(store, live)
+
+
+def _size(store: Store, blob_ids: set[bytes]) -> int:
+    total = 0
+    for blob_id in blob_ids:
+        row = store.db.one("SELECT size FROM blobs WHERE id=?", (blob_id,))
+        total += row[0] if row else 0
+    return total
+
+
+@dataclass(slots=True)
+class Reclaimed:
+    blobs: int = 0
+    bytes: int = 0
+    vacuumed: bool = False
+    evicted_calls: list[str] = field(default_factory=list)
+    dropped_cache_entries: int = 0
+
+
+def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
+    """Delete blobs nothing needs; VACUUM when that frees enough (or when asked)."""
+    result = Reclaimed()
+    with store.transaction():
+        live = live_blobs(store)
+        for blob_id, size in store.db.all("SELECT id, stored FROM blobs"):
+            if bytes(blob_id) not in live:
+                store.db.execute("DELETE FROM blobs WHERE id=?", (blob_id,))
+                result.blobs += 1
+                result.bytes += size
+    page_size = store.db.one("PRAGMA page_size")[0]
+    free_pages = store.db.one("PRAGMA freelist_count")[0]
+    pages = store.db.one("PRAGMA page_count")[0]
+    free = free_pages * page_size
+    worth = free >= VACUUM_FREE_BYTES or (pages and free_pages / pages >= VACUUM_FREE_SHARE and free > 1 << 20)
+    if vacuum or (vacuum is None and worth):
+        store.db.execute("VACUUM")
+        with contextlib.suppress(StoreError):
+            store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        result.vacuumed = True
+    return result
+
+
+def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
+    """Drop the oldest copies until the kept copies fit their caps, then reclaim the space."""
+    result = Reclaimed()
+    with store.transaction():
+        protected = _pending_op_blobs(store)
+        _, running = _snapshot_blobs(store)
+        protected |= running
+        protected |= _children(store, protected)
+        kept = _column_blobs(
+            store,
+            "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
+            " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
+        )
+        total = _size(store, kept | _children(store, kept))
+        if total > max_bytes:
+            for (call_id,) in store.db.all(
+                "SELECT DISTINCT calls.id FROM calls JOIN changes ON changes.call_id = calls.id"
+                " WHERE changes.evicted=0 ORDER BY calls.rowid"
+            ):
+                blobs = _column_blobs(
+                    store,
+                    "SELECT before_blob FROM changes WHERE call_id=? UNION SELECT after_blob FROM changes WHERE call_id=?",
+                    (call_id, call_id),
+                )
+                if blobs & protected:
+                    continue
+                store.db.execute("UPDATE changes SET evicted=1 WHERE call_id=?", (call_id,))
+                result.evicted_calls.append(call_id)
+                still = _column_blobs(
+                    store,
+                    "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
+                    " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
+                )
+                total = _size(store, still | _children(store, still))
+                if total <= max_bytes:
+                    break
+        for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'"):
+            result.dropped_cache_entries += _cap_cache(
+                store, ProjectId(project_id), snapshot_max_bytes, snapshot_mib, protected
+            )
+    reclaimed = gc(store)
+    result.blobs, result.bytes, result.vacuumed = reclaimed.blobs, reclaimed.bytes, reclaimed.vacuumed
+    return result
+
+
+def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
+    """Drop the oldest copies a project's stat cache holds beyond *max_bytes*; the files become uncovered."""
+    data = store.latest_snapshot(project_id)
+    snapshot = decode_snapshot(data) if data else None
+    if not snapshot:
+        return 0
+    sizes: dict[bytes, int] = {}
+    for entry in snapshot.values():
+        if entry.blob and entry.blob not in sizes:
+            row = store.db.one("SELECT size FROM blobs WHERE id=?", (entry.blob,))
+            sizes[entry.blob] = row[0] if row else 0
+    total = sum(sizes.values())
+    if total <= max_bytes:
+        return 0
+    dropped = 0
+    for path, entry in sorted(snapshot.items(), key=lambda item: item[1].mtime_ns):
+        if total <= max_bytes:
+            break
+        if entry.kind != "file" or not entry.blob or entry.blob in protected:
+            continue
+        snapshot[path] = Entry(
+            "uncovered",
+            entry.size,
+            entry.mtime_ns,
+            entry.ctime_ns,
+            entry.ino,
+            entry.mode,
+            reason=SNAPSHOT_DROPPED.format(mib=mib),
+        )
+        if not any(e.blob == entry.blob for e in snapshot.values()):
+            total -= sizes.get(entry.blob, 0)
+        dropped += 1
+    store.save_snapshot(project_id, encode_snapshot(snapshot), len(snapshot))
+    return dropped
+
+
+@dataclass(frozen=True, slots=True)
+class Damage:
+    """What verify found: damaged blobs, the sessions and calls that need them, and SQLite's own check."""
+
+    blobs: tuple[bytes, ...]
+    calls_by_session: dict[str, tuple[str, ...]]
+    integrity: tuple[str, ...]
+
+    @property
+    def clean(self) -> bool:
+        return not self.blobs and not self.integrity
+
+
+def verify(store: Store) -> Damage:
+    """Decrypt every blob and check its keyed hash; run SQLite's integrity check. Changes nothing."""
+    damaged: list[bytes] = []
+    for (blob_id,) in store.db.all("SELECT id FROM blobs"):
+        if not store.blobs.verify(BlobId(bytes(blob_id))):
+            damaged.append(bytes(blob_id))
+    try:
+        integrity = tuple(row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok")
+    except (StoreError, sqlite3.Error) as exc:
+        integrity = (str(exc),)
+    calls: dict[str, list[str]] = {}
+    bad = set(damaged)
+    # a chunk list whose chunk is damaged is damaged too
+    for (blob_id,) in store.db.all("SELECT id FROM blobs WHERE kind=1"):
+        if _children(store, [bytes(blob_id)]) & bad:
+            bad.add(bytes(blob_id))
+    for call_id, session_id, before, after in store.db.all(
+        "SELECT calls.id, calls.session_id, changes.before_blob, changes.after_blob FROM changes"
+        " JOIN calls ON calls.id = changes.call_id WHERE changes.evicted=0"
+    ):
+        if (before is not None and bytes(before) in bad) or (after is not None and bytes(after) in bad):
+            session_calls = calls.setdefault(session_id, [])
+            if call_id not in session_calls:
+                session_calls.append(call_id)
+    return Damage(tuple(sorted(bad)), {s: tuple(c) for s, c in calls.items()}, integrity)
+
+
+def delete_session(store: Store, session_id: SessionId) -> None:
+    """Delete a session, its turns, calls, changes, operations and notices; its copies go at the gc that follows."""
+    with store.transaction():
+        for table, where in (
+            ("changes", "call_id IN (SELECT id FROM calls WHERE session_id=?)"),
+            ("calls", "session_id=?"),
+            ("ref_changes", "turn_id IN (SELECT id FROM turns WHERE session_id=?)"),
+            ("turns", "session_id=?"),
+            ("op_rows", "op_id IN (SELECT id FROM ops WHERE session_id=?)"),
+            ("ops", "session_id=?"),
+            ("busy_marks", "session_id=?"),
+            ("notices", "session_id=?"),
+            ("must_read", "session_id=?"),
+            ("sessions", "id=?"),
+        ):
+            store.db.execute(f"DELETE FROM {table} WHERE {where}", (session_id,))
+    gc(store)
+
+
+__all__ = ["Damage", "Reclaimed", "delete_session", "enforce_caps", "gc", "live_blobs", "verify"]

@@ -1,0 +1,44 @@
+"""Configuration files a running service loads, and the check its own tool offers.
+
+Reverting such a file changes the file only: a service that already loaded
+the changed version keeps using it until it is reloaded. So the result of a
+revert names the service's own check, to run before reloading it.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+# (glob on the absolute or project path, service, its check); the first match wins.
+_SERVICES: tuple[tuple[str, str, str], ...] = (
+    ("*nginx/*", "nginx", "nginx -t"),
+    ("*nginx.conf", "nginx", "nginx -t"),
+    ("*sshd_config*", "sshd", "sshd -t"),
+    ("*ssh/sshd_config.d/*", "sshd", "sshd -t"),
+    ("*sudoers", "sudo", "visudo -c"),
+    ("*sudoers.d/*", "sudo", "visudo -c"),
+    ("*systemd/*.service", "systemd", "systemd-analyze verify UNIT, then systemctl daemon-reload"),
+    ("*systemd/*.timer", "systemd", "systemd-analyze verify UNIT, then systemctl daemon-reload"),
+    ("*systemd/*.socket", "systemd", "systemd-analyze verify UNIT, then systemctl daemon-reload"),
+    ("*crontab", "cron", "crontab -l (and check the cron log after the next run)"),
+    ("*cron.d/*", "cron", "crontab -l (and check the cron log after the next run)"),
+    ("*apache2/*", "Apache", "apachectl configtest"),
+    ("*httpd/*", "Apache", "apachectl configtest"),
+    ("*haproxy*.cfg", "HAProxy", "haproxy -c -f FILE"),
+    ("*Caddyfile", "Caddy", "caddy validate"),
+    ("*postgresql.conf", "PostgreSQL", "pg_ctl reload after checking the server log"),
+)
+
+
+def service_note(path: str) -> str | None:
+    """What to tell a user who reverted *path*, when a service loads it; ``None`` otherwise."""
+    for glob, service, check in _SERVICES:
+        if fnmatchcase(path, glob):
+            return (
+                f"{path}: a running {service} may still use the changed content; "
+                f"check it with {check} before reloading {service}"
+            )
+    return None
+
+
+__all__ = ["service_note"]
