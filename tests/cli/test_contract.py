@@ -203,3 +203,32 @@ def test_a_store_that_is_not_a_database_is_reported(cli, home: Path, sid: str) -
     result = cli("log", "--session", sid)
     assert result.rc == 1
     assert result.err == "turnback: the store's database failed: file is not a database\n"
+
+
+@pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])
+def test_diff_is_coloured_only_on_a_terminal_without_no_color(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, sid: str, no_color: str | None, coloured: bool
+) -> None:
+    cli("turn", "begin", "--session", sid)
+    cli("edit", "--session", sid, "README.md", "--old", "line two", "--new", "line 2")
+    cli("turn", "end", "--session", sid)
+    env = cli_env(home, {"NO_COLOR": no_color} if no_color else None)
+    main, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "turnback", "diff"], stdout=child, stderr=child, cwd=project, env=env)
+    os.close(child)
+    output = b""
+    while True:
+        ready, _, _ = select.select([main], [], [], 30)
+        try:
+            chunk = os.read(main, 4096) if ready else b""
+        except OSError:
+            chunk = b""
+        if not chunk:
+            break
+        output += chunk
+    os.close(main)
+    assert proc.wait(timeout=30) == 0
+    assert (b"\x1b[32m+line 2" in output) is coloured
+    assert b"+line 2" in output
+    piped = cli("diff")
+    assert "\x1b[" not in piped.out and "+line 2" in piped.lines
