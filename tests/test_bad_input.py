@@ -56,6 +56,7 @@ def test_names_that_are_not_utf8_round_trip(cli, project: Path, sid: str) -> Non
 
 
 def test_a_200_mb_file_round_trips(engine: turnback.Engine, session: turnback.Session, project: Path) -> None:
+    engine.set_config("store.max_mib", "1024")  # the default cap (32 MiB) would drop this copy: see below
     big = project / "big.bin"
     original = os.urandom(1 << 20) * 200  # 200 MiB; every 4 MiB chunk repeats, so the store keeps one
     big.write_bytes(original)
@@ -69,6 +70,21 @@ def test_a_200_mb_file_round_trips(engine: turnback.Engine, session: turnback.Se
     assert big.read_bytes() == original
     shown = engine.call(engine.log(session.id)[0].calls[1].id)
     assert shown.changes[0].before.size == len(original)
+
+
+def test_a_copy_over_the_size_cap_is_dropped_and_undo_says_so(
+    engine: turnback.Engine, session: turnback.Session, project: Path
+) -> None:
+    engine.set_config("store.max_mib", "1")
+    (project / "big.bin").write_bytes(os.urandom(3 << 20))
+    engine.begin_turn(session.id, "big")
+    engine.write(session.id, "big.bin", b"small now\n", cwd=str(project))
+    engine.end_turn(session.id)
+    plan = engine.plan_undo(session.id)
+    assert [(row.action, row.path, row.reason) for row in plan.rows] == [
+        ("not covered", "big.bin", "copy dropped by the size cap")
+    ]
+    assert engine.kept_bytes() <= 1 << 20
 
 
 def test_an_unreadable_file_gets_a_clear_message(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]

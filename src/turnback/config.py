@@ -1,22 +1,27 @@
 """Settings from ``config.toml`` in the store folder (never inside a project).
 
-Only keys turnback knows are read; a malformed file or a bad value is
-reported with the key it concerns.
+Top-level keys apply everywhere; a ``[project."/real/path/of/root"]`` table
+overrides them for one project. So an agent's file tools, which never write
+the store, can never change what turnback does. Only known keys are read,
+and a bad value is reported with its key.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import tempfile
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from turnback.errors import UsageError
 
 CONFIG_NAME = "config.toml"
-
-
 MODES = ("auto", "full", "manual", "cautious")
+LANGS = ("en", "zh-CN", "ja")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,51 +32,168 @@ class Config:
     exclude: tuple[str, ...] = ()
     home_max_files: int = 2000
     home_max_mib: int = 256
+    snapshot_max_mib: int = 2048
+    store_max_mib: int = 32
     mode: str = "auto"
+    lang: str = "en"
 
     @property
     def max_file_bytes(self) -> int:
         return self.max_file_mib << 20
 
 
-def _int(value: Any, key: str, *, minimum: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise UsageError(f"config.toml: {key} must be a whole number of at least {minimum}")
-    return value
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """A key of config.toml: where it goes in Config, how a value is checked, whether a project may override it."""
+
+    attribute: str
+    check: Callable[[Any, str], Any]
+    per_project: bool = True
 
 
-def load_config(home: str) -> Config:
+def _whole(minimum: int) -> Callable[[Any, str], int]:
+    def check(value: Any, key: str) -> int:
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise UsageError(f"config: {key} must be a whole number of at least {minimum}")
+        return value
+
+    return check
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
+    def check(value: Any, key: str) -> str:
+        if value not in choices:
+            raise UsageError(f"config: {key} must be one of {', '.join(choices)}, not {value!r}")
+        return str(value)
+
+    return check
+
+
+def _globs(value: Any, key: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        text = value.strip()
+        value = json.loads(text) if text.startswith("[") else [g.strip() for g in text.split(",") if g.strip()]
+    if not isinstance(value, list) or not all(isinstance(g, str) and g for g in value):
+        raise UsageError(f"config: {key} must be a list of globs")
+    return tuple(value)
+
+
+KEYS: dict[str, _Key] = {
+    "render.diff_lines": _Key("diff_lines", _whole(0)),
+    "snapshot.max_file_mib": _Key("max_file_mib", _whole(1)),
+    "snapshot.exclude": _Key("exclude", _globs),
+    "snapshot.home_max_files": _Key("home_max_files", _whole(0)),
+    "snapshot.home_max_mib": _Key("home_max_mib", _whole(0)),
+    "snapshot.max_mib": _Key("snapshot_max_mib", _whole(1)),
+    "store.max_mib": _Key("store_max_mib", _whole(1), per_project=False),
+    "mode": _Key("mode", _choice(MODES)),
+    "lang": _Key("lang", _choice(LANGS)),
+}
+GROUP_PREFIX = "diff.groups."
+
+
+def _read(home: str) -> dict[str, Any]:
     path = os.path.join(home, CONFIG_NAME)
     try:
         with open(path, "rb") as handle:
-            data = tomllib.load(handle)
+            return tomllib.load(handle)
     except FileNotFoundError:
-        return Config()
+        return {}
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from exc
-    render = data.get("render", {})
-    diff_lines = _int(render.get("diff_lines", 20), "render.diff_lines")
-    groups: list[tuple[str, tuple[str, ...]]] = []
-    for name, globs in data.get("diff", {}).get("groups", {}).items():
-        if not isinstance(globs, list) or not all(isinstance(g, str) for g in globs):
-            raise UsageError(f"config.toml: diff.groups.{name} must be a list of globs")
-        groups.append((name, tuple(globs)))
-    snapshot = data.get("snapshot", {})
-    exclude = snapshot.get("exclude", [])
-    if not isinstance(exclude, list) or not all(isinstance(g, str) for g in exclude):
-        raise UsageError("config.toml: snapshot.exclude must be a list of globs")
-    mode = data.get("mode", "auto")
-    if mode not in MODES:
-        raise UsageError(f"config.toml: mode must be one of {', '.join(MODES)}, not {mode!r}")
-    return Config(
-        diff_lines=diff_lines,
-        groups=tuple(groups),
-        max_file_mib=_int(snapshot.get("max_file_mib", 16), "snapshot.max_file_mib", minimum=1),
-        exclude=tuple(exclude),
-        home_max_files=_int(snapshot.get("home_max_files", 2000), "snapshot.home_max_files"),
-        home_max_mib=_int(snapshot.get("home_max_mib", 256), "snapshot.home_max_mib"),
-        mode=mode,
-    )
 
 
-__all__ = ["CONFIG_NAME", "MODES", "Config", "load_config"]
+def _lookup(table: dict[str, Any], dotted: str) -> Any:
+    node: Any = table
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _apply(values: dict[str, Any], table: dict[str, Any], *, project: bool) -> None:
+    for key, spec in KEYS.items():
+        if project and not spec.per_project:
+            continue
+        value = _lookup(table, key)
+        if value is not None:
+            values[spec.attribute] = spec.check(value, key)
+    groups = _lookup(table, "diff.groups")
+    if isinstance(groups, dict):
+        merged = dict(values.get("groups", ()))
+        for name, globs in groups.items():
+            merged[name] = _globs(globs, GROUP_PREFIX + name)
+        values["groups"] = tuple(merged.items())
+
+
+def load_config(home: str, project_root: str | None = None) -> Config:
+    """The settings that apply (to the project at *project_root*, when given)."""
+    data = _read(home)
+    values: dict[str, Any] = {}
+    _apply(values, data, project=False)
+    if project_root is not None:
+        override = _lookup(data, "project")
+        table = override.get(project_root) if isinstance(override, dict) else None
+        if isinstance(table, dict):
+            _apply(values, table, project=True)
+    return Config(**values)
+
+
+def config_value(home: str, key: str, project_root: str | None = None) -> Any:
+    """The value of *key* that applies (a project's own, else the store-wide one, else the default)."""
+    config = load_config(home, project_root)
+    if key.startswith(GROUP_PREFIX):
+        return list(dict(config.groups).get(key[len(GROUP_PREFIX) :], ()))
+    if key not in KEYS:
+        raise UsageError(f"config: no setting {key!r}; known: {', '.join([*KEYS, GROUP_PREFIX + 'NAME'])}")
+    value = getattr(config, KEYS[key].attribute)
+    return list(value) if isinstance(value, tuple) else value
+
+
+def set_config_value(home: str, key: str, raw: str, project_root: str | None = None) -> Any:
+    """Check *raw* for *key* and write it to config.toml (atomically, keeping the file's comments)."""
+    import tomlkit  # only here: reading config needs nothing but tomllib
+
+    if key.startswith(GROUP_PREFIX) and len(key) > len(GROUP_PREFIX):
+        value: Any = list(_globs(raw, key))
+    elif key in KEYS:
+        spec = KEYS[key]
+        if project_root is not None and not spec.per_project:
+            raise UsageError(f"config: {key} applies to the whole store, not to one project")
+        checked = spec.check(raw, key)
+        value = list(checked) if isinstance(checked, tuple) else checked
+    else:
+        raise UsageError(f"config: no setting {key!r}; known: {', '.join([*KEYS, GROUP_PREFIX + 'NAME'])}")
+    path = os.path.join(home, CONFIG_NAME)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = tomlkit.parse(handle.read())
+    except FileNotFoundError:
+        document = tomlkit.document()
+    node: Any = document
+    if project_root is not None:
+        node = node.setdefault("project", tomlkit.table(is_super_table=True))
+        node = node.setdefault(project_root, tomlkit.table())
+    *parents, leaf = key.split(".")
+    for part in parents:
+        node = node.setdefault(part, tomlkit.table())
+    node[leaf] = value
+    fd, temp = tempfile.mkstemp(dir=home, prefix=".config-", suffix=".toml")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(tomlkit.dumps(document))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temp)
+        raise
+    load_config(home, project_root)  # refuse to leave a file turnback itself cannot read
+    return value
+
+
+__all__ = ["CONFIG_NAME", "KEYS", "LANGS", "MODES", "Config", "config_value", "load_config", "set_config_value"]

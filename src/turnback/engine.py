@@ -20,7 +20,7 @@ from turnback.capture import calls as tools
 from turnback.capture import commands, git
 from turnback.capture.calls import CallRecorder, CallTarget
 from turnback.capture.scan import ScanRules
-from turnback.config import Config, load_config
+from turnback.config import Config, config_value, load_config, set_config_value
 from turnback.errors import BusyError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
@@ -41,8 +41,9 @@ from turnback.model import (
     TurnSummary,
     short_id,
 )
+from turnback.ops import maintenance
 from turnback.ops.apply import apply_plan
-from turnback.ops.busy import live_running_turns, refuse_if_busy, session_apply_lock
+from turnback.ops.busy import live_commands, live_running_turns, refuse_if_busy, session_apply_lock
 from turnback.ops.plan import plan_redo, plan_resend, plan_revert, plan_rollback, plan_undo, select_undo_turns
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import process_alive, process_start
@@ -91,6 +92,17 @@ class CallHandle:
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
         self.end(failed=(str(exc) or type(exc).__name__) if exc is not None else None)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStatus:
+    session: Session
+    head: Turn | None
+    running: tuple[Turn, ...]
+    busy: tuple[str, ...]
+    commands: tuple[Call, ...]
+    interrupted: Plan | None
+    kept_bytes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +191,7 @@ class Engine:
     def __init__(self, store: Store, config: Config | None = None):
         self.store = store
         self.config = config or load_config(store.home)
+        self._project_configs: dict[str, Config] = {}
         self._real_home = os.path.realpath(store.home)
 
     @classmethod
@@ -212,6 +225,12 @@ class Engine:
     @property
     def home(self) -> str:
         return self.store.home
+
+    def config_for(self, project: Project) -> Config:
+        """The settings for *project*: the store's, with the project's own table of config.toml over them."""
+        if project.root not in self._project_configs:
+            self._project_configs[project.root] = load_config(self.home, project.root)
+        return self._project_configs[project.root]
 
     # -- content ---------------------------------------------------------------------------
 
@@ -319,6 +338,7 @@ class Engine:
                 moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
                 self.store.add_ref_changes(turn.id, moved)
             self.store.end_turn(turn.id, "ended")
+        self.enforce_caps(self.project_of(self.store.session(session_id)))
         ended = self.store.turn(turn.id, with_calls=True)
         return ended, self.turn_summary(ended)
 
@@ -331,7 +351,7 @@ class Engine:
             files=len(files),
             added=sum(c.added for c in files),
             removed=sum(c.removed for c in files),
-            line=summary_line(changes, self.config.groups),
+            line=summary_line(changes, self.config_for(project).groups),
             notes=tuple(
                 views.turn_notes(changes, unasked=any(c.unasked for c in turn.calls), project_root=project.root)
             ),
@@ -401,7 +421,7 @@ class Engine:
             return tools.Location(Tree(project.root), make_rel_path(absolute[len(root) + 1 :]))
         if real.startswith(root + "/"):
             raise UnsafePathError(f"{path} reaches into the project through a link; turnback does not follow links")
-        mode = self.config.mode
+        mode = self.config_for(project).mode
         uncovered = None if mode in ("auto", "full") else f"mode {mode} copies nothing outside the project"
         return tools.Location(ROOT_TREE, make_rel_path(real.lstrip("/")), outside=True, uncovered=uncovered)
 
@@ -487,17 +507,19 @@ class Engine:
     # -- shell commands and background jobs ----------------------------------------------
 
     def _scan_rules(self, project: Project) -> ScanRules:
+        config = self.config_for(project)
         root = project.root.rstrip("/") + "/"
         store_inside = self._real_home.startswith(root)
         return ScanRules(
-            max_file_bytes=self.config.max_file_bytes,
-            exclude=self.config.exclude,
-            max_file_mib=self.config.max_file_mib,
+            max_file_bytes=config.max_file_bytes,
+            exclude=config.exclude,
+            max_file_mib=config.max_file_mib,
             skip=frozenset([self._real_home[len(root) :]]) if store_inside else frozenset(),
         )
 
-    def _outside_rules(self) -> commands.OutsideRules:
-        return commands.OutsideRules(self.config.mode, self.config.home_max_files, self.config.home_max_mib)
+    def _outside_rules(self, project: Project) -> commands.OutsideRules:
+        config = self.config_for(project)
+        return commands.OutsideRules(config.mode, config.home_max_files, config.home_max_mib)
 
     def _command_result(self, call_id: CallId, exit_code: int | None, *, timed_out: bool = False) -> CommandResult:
         call = self.store.call(call_id)
@@ -540,7 +562,7 @@ class Engine:
             argv,
             workdir,
             self._scan_rules(target.project),
-            self._outside_rules(),
+            self._outside_rules(target.project),
             kind="command",
             unasked=unasked,
         )
@@ -571,7 +593,7 @@ class Engine:
             self.store.call(call_id),
             before,
             self._scan_rules(target.project),
-            self._outside_rules(),
+            self._outside_rules(target.project),
             exit_code=code,
         )
         return self._command_result(call_id, code)
@@ -598,7 +620,13 @@ class Engine:
             raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
         workdir = os.path.realpath(cwd or target.project.root)
         call_id, _ = commands.start_call(
-            target, argv, workdir, self._scan_rules(target.project), self._outside_rules(), kind="job", unasked=unasked
+            target,
+            argv,
+            workdir,
+            self._scan_rules(target.project),
+            self._outside_rules(target.project),
+            kind="job",
+            unasked=unasked,
         )
         options = ["--cwd", workdir, *(["--output", os.path.abspath(output)] if output else [])]
         args = ["_job", *options, call_id, "--", *argv]
@@ -644,9 +672,10 @@ class Engine:
             self.store.call(call_id),
             before,
             self._scan_rules(project),
-            self._outside_rules(),
+            self._outside_rules(project),
             exit_code=code,
         )
+        self.enforce_caps(project)
 
     def watch_command(self, call_id: CallId) -> None:
         """The watcher's part (in its own detached process): wait for a command past its timeout, record its changes."""
@@ -662,9 +691,10 @@ class Engine:
             self.store.call(call_id),
             before,
             self._scan_rules(project),
-            self._outside_rules(),
+            self._outside_rules(project),
             exit_code=None,
         )
+        self.enforce_caps(project)
 
     def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
         """Whether an undo can take back everything *argv* may destroy, so a harness may run it without asking.
@@ -690,7 +720,7 @@ class Engine:
                 reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
         # Scan now (cheap: the stat cache reads only what changed), so the answer is about the tree as it is.
         snapshot = commands.scan_project(self.store, project, self._scan_rules(project))
-        outside = self._outside_rules()
+        outside = self._outside_rules(project)
         for path in commands.named_paths(argv, workdir):
             if commands.is_inside(path, project.root):
                 rel = os.path.relpath(path, project.root)
@@ -1007,7 +1037,7 @@ class Engine:
         return data
 
     def files(self, session_id: SessionId) -> list[tuple[str, str]]:
-        """Each file the session's active line touched, with its state: as of / created in / deleted in turn N, reverted."""
+        """Each file the active line touched, and its state: as of, created in, deleted in turn N, or reverted."""
         latest: dict[str, tuple[int, str]] = {}
         touched: dict[str, None] = {}
         for turn in self.active_line(session_id):
@@ -1022,6 +1052,63 @@ class Engine:
         return [
             (path, f"{latest[path][1]} turn {latest[path][0]}" if path in latest else "reverted") for path in touched
         ]
+
+    # -- storage ---------------------------------------------------------------------------
+
+    def enforce_caps(self, project: Project | None = None) -> maintenance.Reclaimed:
+        """Drop the oldest copies over ``store.max_mib`` (and the stat caches' over ``snapshot.max_mib``)."""
+        config = self.config_for(project) if project else self.config
+        return maintenance.enforce_caps(
+            self.store,
+            max_bytes=self.config.store_max_mib << 20,
+            snapshot_max_bytes=config.snapshot_max_mib << 20,
+            snapshot_mib=config.snapshot_max_mib,
+        )
+
+    def kept_bytes(self) -> int:
+        """The file text kept for reverting (what ``store.max_mib`` bounds)."""
+        return maintenance.kept_bytes(self.store)
+
+    def gc(self, *, vacuum: bool | None = None) -> maintenance.Reclaimed:
+        """Reclaim the copies nothing needs any more, and the disk space (VACUUM when worth it)."""
+        return maintenance.gc(self.store, vacuum=vacuum)
+
+    def verify(self) -> maintenance.Damage:
+        """Check every copy decrypts and matches its id, and SQLite's integrity; change nothing."""
+        return maintenance.verify(self.store)
+
+    def delete_session(self, session_id: SessionId) -> None:
+        """Delete a session with its turns, calls, operations and copies (its trash folders stay)."""
+        refuse_if_busy(self.store, session_id)
+        maintenance.delete_session(self.store, session_id)
+
+    def config_value(self, key: str, *, project_root: str | None = None) -> object:
+        root = os.path.realpath(project_root) if project_root else None
+        return config_value(self.home, key, root)
+
+    def set_config(self, key: str, value: str, *, project_root: str | None = None) -> object:
+        """Set a key in the store's config.toml, store-wide or for one project (never inside the project)."""
+        root = None
+        if project_root is not None:
+            root = self.init_project(project_root)[0].root
+        written = set_config_value(self.home, key, value, root)
+        self.config = load_config(self.home)
+        self._project_configs.clear()
+        return written
+
+    def status(self, session_id: SessionId) -> SessionStatus:
+        """What is going on in a session: its head, what runs, what marks it busy, an interrupted operation."""
+        session = self.store.session(session_id)
+        project = self.project_of(session)
+        return SessionStatus(
+            session=session,
+            head=self.store.turn(session.head) if session.head else None,
+            running=tuple(live_running_turns(self.store, session_id)),
+            busy=tuple(reason for _, reason, _, _ in self.store.busy_marks(session_id)),
+            commands=tuple(live_commands(self.store, project.id)),
+            interrupted=self._interrupted(session_id),
+            kept_bytes=self.kept_bytes(),
+        )
 
     def plan(self, op_ref: str) -> Plan:
         """A stored plan (or operation) by id prefix."""
@@ -1055,6 +1142,7 @@ __all__ = [
     "Coverage",
     "Engine",
     "ResendFile",
+    "SessionStatus",
     "TurnDiff",
     "TurnHandle",
 ]

@@ -196,6 +196,7 @@ class Turn:
     holder_pid: int | None = None
     calls: tuple[Call, ...] = ()
     refs: tuple[RefChange, ...] = ()
+    resent: bool = False  # its message was edited and resent: its calls are gone
 
     @property
     def changes(self) -> tuple[Change, ...]:

@@ -145,13 +145,13 @@ def test_one_command_that_edits_creates_deletes_renames_and_chmods_is_undone_byt
     assert stat.S_IMODE((project / "src/pkg/__init__.py").stat().st_mode) & 0o111
     log = cli("log", "--session", sid).lines
     for line in (
-        "    modified README.md +1 -0",
-        "    deleted docs/guide.md +0 -1",
-        "    deleted src/main.py +0 -3",
-        "    new src/renamed.py +3 -0",
-        "    new new/deep/er/n.txt +1 -0",
-        "    mode src/pkg/__init__.py +0 -0",
-        "    mode run.sh +0 -0",
+        "      modified README.md +1 -0",  # below the graph's lane of a first turn
+        "      deleted docs/guide.md +0 -1",
+        "      deleted src/main.py +0 -3",
+        "      new src/renamed.py +3 -0",
+        "      new new/deep/er/n.txt +1 -0",
+        "      mode src/pkg/__init__.py",
+        "      mode run.sh",
     ):
         assert line in log, log
     undone = cli("undo", "--yes", "--session", sid)
@@ -433,7 +433,7 @@ def test_jobs_stop_ends_a_job_and_its_changes_are_recorded(cli, project: Path, s
     again = cli("jobs", "stop", job)
     assert (again.rc, again.err) == (1, f"turnback: {job} is not a running job\n")
     cli("turn", "end", "--session", sid)
-    assert "    new s.txt +1 -0" in cli("log", "--session", sid).lines
+    assert "      new s.txt +1 -0" in cli("log", "--session", sid).lines
 
 
 # -- 5. a command past its timeout ----------------------------------------------------------
@@ -477,7 +477,7 @@ def test_a_command_past_its_timeout_runs_on_and_is_recorded_when_it_ends(  # typ
     wait_jobs_done(cli, sid)
     assert (project / "late.txt").read_bytes() == b"late\n"
     log = cli("log", "--session", sid).lines
-    assert "    new late.txt +1 -0" in log
+    assert "      new late.txt +1 -0" in log
     preview = cli("undo", "--dry-run", "--session", sid)
     assert rows_of(preview) == [
         f"skip        late.txt (the command past its timeout {call} changed it after the turn had ended; "

@@ -81,22 +81,10 @@ def _pending_op_blobs(store: Store) -> set[bytes]:
 
 def live_blobs(store: Store) -> set[bytes]:
     """Every blob something still needs: changes not dropped, operations, snapshots; chunks included."""
-    live = _column_blobs(
-        store,
-        "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
-        " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
-    )
+    live = _column_blobs(store, _KEPT_SQL)
     cache, running = _snapshot_blobs(store)
     live |= cache | running
     return live | _children(store, live)
-
-
-def _size(store: Store, blob_ids: set[bytes]) -> int:
-    total = 0
-    for blob_id in blob_ids:
-        row = store.db.one("SELECT size FROM blobs WHERE id=?", (blob_id,))
-        total += row[0] if row else 0
-    return total
 
 
 @dataclass(slots=True)
@@ -131,6 +119,20 @@ def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
     return result
 
 
+_KEPT_SQL = (
+    "SELECT before_blob FROM changes WHERE evicted=0 AND before_blob IS NOT NULL"
+    " UNION SELECT after_blob FROM changes WHERE evicted=0 AND after_blob IS NOT NULL"
+    " UNION SELECT expect_blob FROM op_rows WHERE expect_blob IS NOT NULL"
+    " UNION SELECT target_blob FROM op_rows WHERE target_blob IS NOT NULL"
+)
+
+
+def kept_bytes(store: Store) -> int:
+    """The file text kept for reverting: the content size of every copy a change or an operation needs."""
+    row = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({_KEPT_SQL})")
+    return int(row[0])
+
+
 def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
     """Drop the oldest copies until the kept copies fit their caps, then reclaim the space."""
     result = Reclaimed()
@@ -138,41 +140,30 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
         protected = _pending_op_blobs(store)
         _, running = _snapshot_blobs(store)
         protected |= running
-        protected |= _children(store, protected)
-        kept = _column_blobs(
-            store,
-            "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
-            " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
-        )
-        total = _size(store, kept | _children(store, kept))
-        if total > max_bytes:
+        if kept_bytes(store) > max_bytes:
             for (call_id,) in store.db.all(
                 "SELECT DISTINCT calls.id FROM calls JOIN changes ON changes.call_id = calls.id"
                 " WHERE changes.evicted=0 ORDER BY calls.rowid"
             ):
                 blobs = _column_blobs(
                     store,
-                    "SELECT before_blob FROM changes WHERE call_id=? UNION SELECT after_blob FROM changes WHERE call_id=?",
+                    "SELECT before_blob FROM changes WHERE call_id=?"
+                    " UNION SELECT after_blob FROM changes WHERE call_id=?",
                     (call_id, call_id),
                 )
                 if blobs & protected:
                     continue
                 store.db.execute("UPDATE changes SET evicted=1 WHERE call_id=?", (call_id,))
                 result.evicted_calls.append(call_id)
-                still = _column_blobs(
-                    store,
-                    "SELECT before_blob FROM changes WHERE evicted=0 UNION SELECT after_blob FROM changes WHERE evicted=0"
-                    " UNION SELECT expect_blob FROM op_rows UNION SELECT target_blob FROM op_rows",
-                )
-                total = _size(store, still | _children(store, still))
-                if total <= max_bytes:
+                if kept_bytes(store) <= max_bytes:
                     break
         for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'"):
             result.dropped_cache_entries += _cap_cache(
                 store, ProjectId(project_id), snapshot_max_bytes, snapshot_mib, protected
             )
-    reclaimed = gc(store)
-    result.blobs, result.bytes, result.vacuumed = reclaimed.blobs, reclaimed.bytes, reclaimed.vacuumed
+    if result.evicted_calls or result.dropped_cache_entries:
+        reclaimed = gc(store)
+        result.blobs, result.bytes, result.vacuumed = reclaimed.blobs, reclaimed.bytes, reclaimed.vacuumed
     return result
 
 
@@ -271,4 +262,4 @@ def delete_session(store: Store, session_id: SessionId) -> None:
     gc(store)
 
 
-__all__ = ["Damage", "Reclaimed", "delete_session", "enforce_caps", "gc", "live_blobs", "verify"]
+__all__ = ["Damage", "Reclaimed", "delete_session", "enforce_caps", "gc", "kept_bytes", "live_blobs", "verify"]

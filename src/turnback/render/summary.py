@@ -101,6 +101,8 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
         before = opening.before
         after = closing.after if closing.after is not None else closing.before
         not_covered = opening.not_covered or closing.not_covered
+        if not not_covered and (opening.evicted or closing.evicted):
+            not_covered = "copy dropped by the size cap"
         if not not_covered and (before.same_as(after) or before.kind == after.kind == "dir"):
             continue
         diff = diff_states(before, after, load) if "file" in (before.kind, after.kind) and not not_covered else None
@@ -171,7 +173,7 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
     items = []
     for change in files[:shown]:
         text = f"{_LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
-        if change.not_covered:
+        if change.not_covered or change.evicted:
             text += " (not covered)"
         elif (
             change.kind == "modified" and change.before.kind == "file" and change.after and change.after.kind == "file"

@@ -75,8 +75,9 @@ def call_lines(
         if change.reverted:
             lines.append(f"reverted {change.path}")
             continue
-        if change.not_covered:
-            lines.append(f"{change.kind} {change.path} (not covered: {change.not_covered})")
+        if change.not_covered or change.evicted:
+            why = change.not_covered or "its copy was dropped by the size cap"
+            lines.append(f"{change.kind} {change.path} (not covered: {why})")
             continue
         if change.path in hidden:
             folder = "/" if "dir" in (change.before.kind, change.after.kind if change.after else "") else ""
@@ -184,36 +185,87 @@ def force_only_line(plan: Plan) -> str:
     )
 
 
-def log_lines(turns: Sequence[Turn], load: Load) -> list[str]:
-    """Each turn, newest first, with its calls and what each changed."""
+def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent: Collection[str]) -> list[str]:
+    marks = []
+    if turn.id == head:
+        marks.append("head")
+    if turn.id in resent:
+        marks.append("replaced by an edited message")
+    elif turn.id not in active:
+        marks.append("abandoned")
+    if turn.status == "running":
+        marks.append("running")
+    elif turn.status == "interrupted":
+        marks.append("interrupted")
+    if turn.undone == "yes":
+        marks.append("undone")
+    elif turn.undone == "partly":
+        marks.append("partly undone")
+    return marks
+
+
+def _turn_body(turn: Turn, load: Load) -> list[str]:
+    lines = []
+    for call in turn.calls:
+        status = ""
+        if call.cut_short:
+            status = "  (may be cut short)"
+        elif call.status == "failed":
+            status = "  (failed)"
+        if any(c.evicted for c in call.changes):
+            status += "  (can no longer be reverted)"
+        lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
+    for change in net_changes(turn.calls, load):
+        if change.after.kind == "dir" or change.before.kind == "dir":
+            continue
+        counts = "" if change.binary or change.kind == "mode" else f" +{change.added} -{change.removed}"
+        shown = display_path(change.path) if change.outside else change.path
+        lines.append(f"    {change.kind} {shown}{counts}")
+    return lines
+
+
+def log_lines(
+    turns: Sequence[Turn],
+    load: Load,
+    *,
+    head: str | None = None,
+    active: Collection[str] = (),
+    resent: Collection[str] = (),
+) -> list[str]:
+    """The session's history tree, newest first, drawn like ``git log --graph``, with calls and changes.
+
+    Each branch is a lane; a turn with two children (the active line and an
+    abandoned branch after a rollback) joins its lanes with ``|/``.
+    """
+    lanes: list[str | None] = []  # the turn each lane waits for
     lines: list[str] = []
-    for turn in reversed(turns):
-        marks = []
-        if turn.status == "running":
-            marks.append("running")
-        elif turn.status == "interrupted":
-            marks.append("interrupted")
-        if turn.undone == "yes":
-            marks.append("undone")
-        elif turn.undone == "partly":
-            marks.append("partly undone")
+    for turn in sorted(turns, key=lambda t: t.number, reverse=True):
+        waiting = [i for i, want in enumerate(lanes) if want == turn.id]
+        if not waiting:
+            lanes.append(turn.id)
+            column = len(lanes) - 1
+        else:
+            column = waiting[0]
+            if len(waiting) > 1:
+                art = [" "] * (2 * len(lanes))
+                for i in range(len(lanes)):
+                    if i not in waiting[1:]:
+                        art[2 * i] = "|"
+                for j in waiting[1:]:
+                    art[2 * j - 1] = "/"
+                lines.append("".join(art).rstrip())
+                for extra in reversed(waiting[1:]):
+                    del lanes[extra]
+        graph = "".join("* " if i == column else "| " for i in range(len(lanes)))
+        marks = _turn_marks(turn, head=head, active=active, resent=resent)
         message = (turn.message or "").strip().splitlines()[0] if (turn.message or "").strip() else ""
         mark_text = f"  [{', '.join(marks)}]" if marks else ""
-        lines.append(f"turn {turn.number}  {short_id(turn.id)}  {message}{mark_text}".rstrip())
-        for call in turn.calls:
-            status = ""
-            if call.cut_short:
-                status = "  (may be cut short)"
-            elif call.status == "failed":
-                status = "  (failed)"
-            if any(c.evicted for c in call.changes):
-                status += "  (can no longer be reverted)"
-            lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
-        for change in net_changes(turn.calls, load):
-            if change.after.kind == "dir" or change.before.kind == "dir":
-                continue
-            counts = "" if change.binary else f" +{change.added} -{change.removed}"
-            lines.append(f"    {change.kind} {change.path}{counts}")
+        lines.append(f"{graph}turn {turn.number}  {short_id(turn.id)}  {message}{mark_text}".rstrip())
+        lanes[column] = turn.parent
+        below = "".join("  " if lanes[i] is None else "| " for i in range(len(lanes)))
+        lines.extend((below + line).rstrip() for line in _turn_body(turn, load))
+        if turn.parent is None:
+            del lanes[column]
     return lines
 
 

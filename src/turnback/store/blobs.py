@@ -41,13 +41,14 @@ class BlobStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _put(self, blob_id: BlobId, kind: int, plain: bytes) -> None:
+    def _put(self, blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None:
+        """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own)."""
         if self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)):
             return
         sealed = self._crypto.seal(self._compressor.compress(plain), _context(blob_id, kind))
         self._db.execute(
             "INSERT OR IGNORE INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?)",
-            (blob_id, kind, len(plain), len(sealed), sealed, time.time_ns()),
+            (blob_id, kind, len(plain) if size is None else size, len(sealed), sealed, time.time_ns()),
         )
 
     def put_bytes(self, data: bytes) -> BlobId:
@@ -82,7 +83,7 @@ class BlobStore:
             chunk_id = self._crypto.content_id(chunk)
             self._put(chunk_id, KIND_DATA, chunk)
             chunk_ids.append(chunk_id)
-        self._put(content_id, KIND_CHUNKS, b"".join(chunk_ids))
+        self._put(content_id, KIND_CHUNKS, b"".join(chunk_ids), size=size)
         return content_id, size
 
     # -- reading ---------------------------------------------------------------------------

@@ -326,7 +326,8 @@ class Store:
     # -- turns -----------------------------------------------------------------------------
 
     _TURN_COLUMNS = (
-        "id, session_id, number, parent, message_enc, status, undone, started_at, ended_at, holder_pid, holder_start"
+        "id, session_id, number, parent, message_enc, status, undone, started_at, ended_at, holder_pid, holder_start,"
+        " resent"
     )
 
     def _turn_from_row(self, row: Sequence[Any], calls: tuple[Call, ...] = (), *, with_refs: bool = False) -> Turn:
@@ -343,6 +344,7 @@ class Store:
             holder_pid=row[9],
             calls=calls,
             refs=self.ref_changes(TurnId(row[0])) if with_refs else (),
+            resent=bool(row[11]),
         )
 
     def create_turn(
@@ -361,7 +363,7 @@ class Store:
             row = self.db.one("SELECT COALESCE(MAX(number), 0) FROM turns WHERE session_id=?", (session_id,))
             number = int(row[0]) + 1
             self.db.execute(
-                f"INSERT INTO turns({self._TURN_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO turns({self._TURN_COLUMNS}) VALUES(?,?,?,?,?,?,?,?,?,?,?,0)",
                 (
                     turn_id,
                     session_id,
@@ -924,10 +926,6 @@ class Store:
             self.db.execute("DELETE FROM calls WHERE turn_id=?", (turn_id,))
             self.db.execute("DELETE FROM ref_changes WHERE turn_id=?", (turn_id,))
             self.db.execute("UPDATE turns SET resent=1 WHERE id=?", (turn_id,))
-
-    def resent_turns(self, session_id: SessionId) -> set[str]:
-        rows = self.db.all("SELECT id FROM turns WHERE session_id=? AND resent=1", (session_id,))
-        return {row[0] for row in rows}
 
     # -- busy marks -------------------------------------------------------------------------
 

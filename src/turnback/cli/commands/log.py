@@ -14,10 +14,19 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    engine = ctx.engine
     session = ctx.session()
-    turns = ctx.engine.log(session.id)
-    session = ctx.engine.session(session.id)
-    lines = text.log_lines(turns, ctx.engine.load)
+    turns = engine.log(session.id)
+    session = engine.session(session.id)
+    active = {turn.id for turn in engine.active_line(session.id)}
+    resent = {turn.id for turn in turns if turn.resent}
+    lines = text.log_lines(turns, engine.load, head=session.head, active=active, resent=resent)
     ctx.out.lines(lines or ["no turns yet"])
-    ctx.out.json({"session": session.id, "head": session.head, "turns": [data.turn_data(turn) for turn in turns]})
+    nodes = []
+    for turn in turns:
+        node = data.turn_data(turn)
+        node["head"] = turn.id == session.head
+        node["branch"] = "resent" if turn.id in resent else "active" if turn.id in active else "abandoned"
+        nodes.append(node)
+    ctx.out.json({"session": session.id, "head": session.head, "turns": nodes})
     return 0

@@ -1,0 +1,36 @@
+"""``turnback delete SESSION --yes``: delete a session with its turns, calls and copies."""
+
+from __future__ import annotations
+
+import argparse
+
+from turnback import short_id
+from turnback.cli import _common
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "delete", parents=[common], help="delete a session and its copies (nothing of it can be undone after)"
+    )
+    parser.add_argument("session", help="the session's id, or a unique prefix of it")
+    _common.add_confirm_options(parser)
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    engine, out = ctx.engine, ctx.out
+    session = engine.session(args.session)
+    turns = engine.log(session.id)
+    out.line(
+        f"delete session {short_id(session.id)} ({session.title or 'untitled'}): {len(turns)} turns and their copies"
+    )
+    if args.dry_run:
+        out.json({"session": session.id, "deleted": False})
+        return 0
+    if not _common.confirm(out, "delete? y = yes, n = no", yes=args.yes):
+        out.note("nothing deleted: confirm at the prompt, or run again with --yes")
+        out.json({"session": session.id, "deleted": False})
+        return 1
+    engine.delete_session(session.id)
+    out.line(f"deleted session {short_id(session.id)}")
+    out.json({"session": session.id, "deleted": True})
+    return 0

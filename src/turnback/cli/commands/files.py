@@ -1,0 +1,21 @@
+"""``turnback files``: each file the session's turns touched, with its state (as of turn 3, created in
+turn 2, deleted in turn 4, reverted)."""
+
+from __future__ import annotations
+
+import argparse
+
+from turnback.cli import _common
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("files", parents=[common], help="list the files the session changed, and their state")
+    _common.add_session_option(parser)
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    files = ctx.engine.files(ctx.session().id)
+    width = max((len(path) for path, _ in files), default=0) + 2
+    ctx.out.lines([f"{path:<{width}}{state}" for path, state in files] or ["no files changed"])
+    ctx.out.json({"files": [{"path": path, "state": state} for path, state in files]})
+    return 0

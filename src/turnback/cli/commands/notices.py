@@ -1,0 +1,19 @@
+"""``turnback notices``: what the assistant must be told (``Reverted the change to PATH``), each once."""
+
+from __future__ import annotations
+
+import argparse
+
+from turnback.cli import _common
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("notices", parents=[common], help="fetch the notices for the assistant (each once)")
+    _common.add_session_option(parser)
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    notices = ctx.engine.notices(ctx.session().id)
+    ctx.out.lines([text for _, text in notices])
+    ctx.out.json({"notices": [{"path": path, "text": text} for path, text in notices]})
+    return 0

@@ -1,0 +1,48 @@
+"""``turnback ops``: the session's operations (undo, revert, rollback, resend, redo), oldest first."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+
+from turnback import short_id
+from turnback.cli import _common
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("ops", parents=[common], help="list the operations applied in the session")
+    _common.add_session_option(parser)
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    engine = ctx.engine
+    session = ctx.session()
+    taken_back = engine.taken_back_by(session.id)
+    items = []
+    for plan in engine.operations(session.id):
+        done = sum(1 for row in plan.rows if row.status == "done")
+        when = datetime.datetime.fromtimestamp(plan.created_at / 1e9).strftime("%Y-%m-%d %H:%M:%S")
+        notes = []
+        if plan.status == "applying":
+            notes.append("interrupted: the next undo finishes it")
+        if plan.id in taken_back:
+            notes.append(f"taken back by {short_id(taken_back[plan.id])}")
+        if plan.reverses:
+            notes.append(f"takes back {short_id(plan.reverses)}")
+        note = f"  ({'; '.join(notes)})" if notes else ""
+        ctx.out.line(f"{short_id(plan.id)}  {when}  {plan.kind:<8} {done} of {len(plan.rows)} rows done{note}")
+        items.append(
+            {
+                "id": plan.id,
+                "kind": plan.kind,
+                "status": plan.status,
+                "rows": len(plan.rows),
+                "done": done,
+                "reverses": plan.reverses,
+                "taken_back_by": taken_back.get(plan.id),
+            }
+        )
+    if not items:
+        ctx.out.line("no operations yet")
+    ctx.out.json({"ops": items})
+    return 0
