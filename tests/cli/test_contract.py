@@ -214,7 +214,9 @@ def test_diff_is_coloured_only_on_a_terminal_without_no_color(  # type: ignore[n
     cli("turn", "end", "--session", sid)
     env = cli_env(home, {"NO_COLOR": no_color} if no_color else None)
     main, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "turnback", "diff"], stdout=child, stderr=child, cwd=project, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnback", "diff"], stdout=child, stderr=child, cwd=project, env=env
+    )
     os.close(child)
     output = b""
     while True:
