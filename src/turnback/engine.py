@@ -1117,9 +1117,11 @@ class Engine:
     def apply(self, plan: Plan) -> OpResult:
         """Apply a stored plan, row by row with compare-and-swap; resumes an interrupted one.
 
-        The assistant then gets a notice per file taken back (``Reverted the
-        change to PATH``) and must read the file again before changing it; a
-        file a service loads adds a note naming the service's own check.
+        After a revert (or an edit and resend) the assistant gets a notice per
+        file (``Reverted the change to PATH``) and must read the file again
+        before changing it; a file a service loads adds a note naming the
+        service's own check. (An undo or a rollback rewinds the conversation
+        with the files, so there is nothing to tell.)
         """
         project = self.store.project(plan.project_id)
         result = apply_plan(self.store, Tree(project.root), plan)
@@ -1128,7 +1130,7 @@ class Engine:
             for row in result.plan.rows
             if row.status == "done" and row.action in ("restore", "trash") and row.ref is None
         ]
-        if reverted and result.plan.kind != "redo":
+        if reverted and result.plan.kind in ("revert", "resend"):
             with self.store.transaction():
                 self.store.add_notices(plan.session_id, [(path, f"Reverted the change to {path}") for path in reverted])
         notes = [note for note in (service_note(path) for path in reverted) if note]

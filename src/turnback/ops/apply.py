@@ -40,7 +40,8 @@ REFS_TOGETHER = f"a ref moved between the preview and the undo, so no ref was mo
 
 
 def trash_folder_name(plan: Plan) -> str:
-    return f"{plan.kind[0]}-{plan.id}"
+    """``u-ID`` for an undo (as the efr seed has it), ``KIND-ID`` for the other operations."""
+    return f"u-{plan.id}" if plan.kind == "undo" else f"{plan.kind}-{plan.id}"
 
 
 class _Applier:

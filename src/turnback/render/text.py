@@ -151,7 +151,9 @@ def result_lines(result: OpResult) -> list[str]:
         parts.append(f"{_count(refs, 'ref')} moved")
     if marked:
         parts.append(f"{marked} already as before")
-    verb = {"undo": "undone", "revert": "reverted"}[plan.kind]
+    verb = {"undo": "undone", "revert": "reverted", "rollback": "rolled back", "resend": "reverted", "redo": "redone"}[
+        plan.kind
+    ]
     lines = []
     if result.resumed:
         lines.append(f"finished the interrupted {plan.kind} {short_id(plan.id)}")
@@ -162,6 +164,7 @@ def result_lines(result: OpResult) -> list[str]:
         lines.append(line)
     else:
         lines.append(f"{plan.kind} changed nothing")
+    lines.extend(result.notes)
     for row in plan.rows:
         if row.status in ("skipped", "failed"):
             label = (
