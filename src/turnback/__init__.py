@@ -46,13 +46,16 @@ from turnback.store.home import default_home, env_key_secret, env_no_color, env_
 __version__ = "0.1.0"
 
 
-def open(home: str | None = None) -> Engine:
+def open(home: str | None = None, *, confined: bool = False) -> Engine:
     """Open the store in *home*, else ``TURNBACK_HOME``, else the user's data folder.
 
     The key comes from ``TURNBACK_KEY`` when it is set, else the store's key
     file or the OS keyring (``TURNBACK_NO_KEYRING=1`` leaves the keyring out).
+    *confined*: file tools refuse paths outside the project whatever the mode.
     """
-    return Engine.open(home or default_home(), key_secret=env_key_secret(), try_keyring=keyring_allowed())
+    return Engine.open(
+        home or default_home(), key_secret=env_key_secret(), try_keyring=keyring_allowed(), confined=confined
+    )
 
 
 __all__ = [

@@ -1,3 +1,3 @@
-from turnback.cli.main import main
+from turnback.cli import entry
 
-raise SystemExit(main())
+raise SystemExit(entry())

@@ -14,8 +14,7 @@ import os
 import tempfile
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from turnback.errors import UsageError
 
@@ -24,10 +23,9 @@ MODES = ("auto", "full", "manual", "cautious")
 LANGS = ("en", "zh-CN", "ja")
 
 
-@dataclass(frozen=True, slots=True)
-class Config:
+class Config(NamedTuple):
     diff_lines: int = 20
-    groups: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+    groups: tuple[tuple[str, tuple[str, ...]], ...] = ()
     max_file_mib: int = 16
     exclude: tuple[str, ...] = ()
     home_max_files: int = 2000
@@ -36,14 +34,14 @@ class Config:
     store_max_mib: int = 32
     mode: str = "auto"
     lang: str = "en"
+    mcp_turn_gap_s: float = 30.0
 
     @property
     def max_file_bytes(self) -> int:
         return self.max_file_mib << 20
 
 
-@dataclass(frozen=True, slots=True)
-class _Key:
+class _Key(NamedTuple):
     """A key of config.toml: where it goes in Config, how a value is checked, whether a project may override it."""
 
     attribute: str
@@ -71,6 +69,16 @@ def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     return check
 
 
+def _seconds(value: Any, key: str) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or seconds < 0:
+        raise UsageError(f"config: {key} must be a number of seconds, 0 or more")
+    return seconds
+
+
 def _globs(value: Any, key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         text = value.strip()
@@ -90,6 +98,7 @@ KEYS: dict[str, _Key] = {
     "store.max_mib": _Key("store_max_mib", _whole(1), per_project=False),
     "mode": _Key("mode", _choice(MODES)),
     "lang": _Key("lang", _choice(LANGS)),
+    "mcp.turn_gap_s": _Key("mcp_turn_gap_s", _seconds),
 }
 GROUP_PREFIX = "diff.groups."
 

@@ -7,20 +7,15 @@ and reads no environment: the caller passes the store folder and key.
 
 from __future__ import annotations
 
-import dataclasses
+import contextlib
 import json
 import os
-import subprocess
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import IO
+from collections.abc import Callable, Iterator, Sequence
+from typing import IO, TYPE_CHECKING, NamedTuple
 
 from turnback.capture import calls as tools
-from turnback.capture import commands, git
 from turnback.capture.calls import CallRecorder, CallTarget
-from turnback.capture.scan import ScanRules
-from turnback.config import Config, config_value, load_config, set_config_value
 from turnback.errors import BusyError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
@@ -41,17 +36,17 @@ from turnback.model import (
     TurnSummary,
     short_id,
 )
-from turnback.ops import maintenance
-from turnback.ops.apply import apply_plan
 from turnback.ops.busy import live_commands, live_running_turns, refuse_if_busy, session_apply_lock
-from turnback.ops.plan import plan_redo, plan_resend, plan_revert, plan_rollback, plan_undo, select_undo_turns
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import process_alive, process_start
-from turnback.render import views
-from turnback.render.diff import diff_bytes
-from turnback.render.summary import NetChange, call_title, command_line, net_changes, summary_line, turn_title
-from turnback.services import service_note
 from turnback.store import Store
+
+if TYPE_CHECKING:  # imported where used: a hook process imports only what its event needs
+    from turnback.capture import commands
+    from turnback.capture.scan import ScanRules
+    from turnback.config import Config
+    from turnback.ops import maintenance
+    from turnback.render.summary import NetChange
 
 TURN_WAIT_S = 60.0
 _CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
@@ -94,8 +89,7 @@ class CallHandle:
         self.end(failed=(str(exc) or type(exc).__name__) if exc is not None else None)
 
 
-@dataclass(frozen=True, slots=True)
-class SessionStatus:
+class SessionStatus(NamedTuple):
     session: Session
     head: Turn | None
     running: tuple[Turn, ...]
@@ -105,8 +99,7 @@ class SessionStatus:
     kept_bytes: int
 
 
-@dataclass(frozen=True, slots=True)
-class ResendFile:
+class ResendFile(NamedTuple):
     """A file an edit and resend would revert: how many calls changed it, and the lines a revert adds and removes."""
 
     path: str
@@ -115,16 +108,14 @@ class ResendFile:
     removed: int
 
 
-@dataclass(frozen=True, slots=True)
-class Coverage:
+class Coverage(NamedTuple):
     """Whether turnback can take back what a command may destroy, and if not, why."""
 
     covered: bool
     reasons: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class TurnDiff:
+class TurnDiff(NamedTuple):
     """What one turn changed, path by path, and which of those paths git ignores (contents never shown)."""
 
     turn: Turn
@@ -133,8 +124,7 @@ class TurnDiff:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class CommandResult:
+class CommandResult(NamedTuple):
     """A shell command's call, its exit status (``None`` while it runs on), and the ``changed …`` line."""
 
     call: Call
@@ -188,11 +178,21 @@ class TurnHandle:
 class Engine:
     """An open turnback store and the verbs that act on it. Use :meth:`open`; close when done."""
 
-    def __init__(self, store: Store, config: Config | None = None):
+    def __init__(self, store: Store, config: Config | None = None, *, confined: bool = False):
         self.store = store
-        self.config = config or load_config(store.home)
+        self.confined = confined  # paths outside a project are refused whatever the mode (an MCP server's roots)
+        self._config = config
         self._project_configs: dict[str, Config] = {}
         self._real_home = os.path.realpath(store.home)
+
+    @property
+    def config(self) -> Config:
+        """The store-wide settings (read on first use: a hook that needs none never parses config.toml)."""
+        if self._config is None:
+            from turnback.config import load_config
+
+            self._config = load_config(self.home)
+        return self._config
 
     @classmethod
     def open(
@@ -203,12 +203,13 @@ class Engine:
         try_keyring: bool = True,
         clock: Callable[[], int] | None = None,
         ids: IdSource | None = None,
+        confined: bool = False,
     ) -> Engine:
         """Open the store in *home* (creating it on first use) with the given key secret, if any."""
         kwargs = {"clock": clock} if clock else {}
         store = Store.open(home, key_secret=key_secret, try_keyring=try_keyring, ids=ids, **kwargs)
         try:
-            return cls(store)
+            return cls(store, confined=confined)
         except BaseException:
             store.close()
             raise
@@ -228,6 +229,8 @@ class Engine:
 
     def config_for(self, project: Project) -> Config:
         """The settings for *project*: the store's, with the project's own table of config.toml over them."""
+        from turnback.config import load_config
+
         if project.root not in self._project_configs:
             self._project_configs[project.root] = load_config(self.home, project.root)
         return self._project_configs[project.root]
@@ -298,6 +301,8 @@ class Engine:
         A turn that arrives while an undo applies waits for it (up to
         ``TURN_WAIT_S``) rather than fail: the message was already sent.
         """
+        from turnback.capture import git
+
         with session_apply_lock(self.store, session_id, wait_s=TURN_WAIT_S):
             pass
         running = live_running_turns(self.store, session_id)
@@ -330,6 +335,8 @@ class Engine:
 
     def end_turn(self, session_id: SessionId) -> tuple[Turn, TurnSummary]:
         """End the running turn: record the git refs it moved, and sum up what it changed."""
+        from turnback.capture import git
+
         turn = self.running_turn(session_id)
         before = self.store.refs_at_turn_start(turn.id)
         after = git.read_refs(self.project_of(self.store.session(session_id)).root) if before is not None else None
@@ -344,6 +351,9 @@ class Engine:
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
         """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""
+        from turnback.render import views
+        from turnback.render.summary import net_changes, summary_line
+
         changes = net_changes(turn.calls, self.load)
         files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
         project = self.project_of(self.store.session(turn.session_id))
@@ -359,6 +369,8 @@ class Engine:
 
     def turn_diff(self, session_id: SessionId, ref: str | None = None) -> TurnDiff:
         """What a turn changed (the newest, or the one *ref* names), with the files git ignores."""
+        from turnback.render.summary import net_changes
+
         if ref is None:
             turns = self.store.turns(session_id)
             if not turns:
@@ -373,6 +385,8 @@ class Engine:
         return TurnDiff(turn, tuple(changes), ignored, note)
 
     def _ignored(self, project: Project, paths: Sequence[str]) -> tuple[frozenset[str], str | None]:
+        from turnback.capture import git
+
         try:
             scratch = os.path.join(self.home, "gitignore-scratch.git")
             return frozenset(git.ignored_paths(project.root, paths, scratch_git_dir=scratch)), None
@@ -421,6 +435,8 @@ class Engine:
             return tools.Location(Tree(project.root), make_rel_path(absolute[len(root) + 1 :]))
         if real.startswith(root + "/"):
             raise UnsafePathError(f"{path} reaches into the project through a link; turnback does not follow links")
+        if self.confined:
+            raise UnsafePathError(f"{path} is outside the allowed folder {project.root}")
         mode = self.config_for(project).mode
         uncovered = None if mode in ("auto", "full") else f"mode {mode} copies nothing outside the project"
         return tools.Location(ROOT_TREE, make_rel_path(real.lstrip("/")), outside=True, uncovered=uncovered)
@@ -447,11 +463,21 @@ class Engine:
             )
         return where
 
-    def write(self, session_id: SessionId, path: str, data: bytes, *, cwd: str | None = None) -> Call:
+    def write(
+        self,
+        session_id: SessionId,
+        path: str,
+        data: bytes,
+        *,
+        cwd: str | None = None,
+        tool: str = "write",
+        raw_input: object = None,
+    ) -> Call:
         """Write *data* to *path* (making missing folders), keeping what it held before."""
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
-        return self.store.call(tools.record_write(target, where, data))
+        shown = None if raw_input is None else raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
+        return self.store.call(tools.record_write(target, where, data, tool=tool, raw_input=shown))
 
     def edit(
         self,
@@ -489,11 +515,101 @@ class Engine:
         return self.store.call(tools.record_mkdir(target, self.locate(target.project, path, cwd)))
 
     def begin_call(
-        self, session_id: SessionId, tool: str, raw_input: object = None, *, cwd: str | None = None
+        self,
+        session_id: SessionId,
+        tool: str,
+        raw_input: object = None,
+        *,
+        cwd: str | None = None,
+        external_id: tuple[str, str] | None = None,
     ) -> CallHandle:
-        """Start a call whose files the harness writes itself (see :class:`CallHandle`)."""
+        """Start a call whose files the harness writes itself (see :class:`CallHandle`).
+
+        *external_id* (harness, id), e.g. a tool use id, lets another process find the call again.
+        """
         text = raw_input if isinstance(raw_input, str) or raw_input is None else json.dumps(raw_input)
-        return CallHandle(self, CallRecorder.begin(self._target(session_id), tool, text), cwd)
+        handle = CallHandle(self, CallRecorder.begin(self._target(session_id), tool, text), cwd)
+        if external_id is not None:
+            with self.store.transaction():
+                self.store.set_call_external_id(handle.id, self.store.external_id(*external_id))
+        return handle
+
+    def external_call(self, session_id: SessionId, harness: str, external: str) -> Call | None:
+        """The call a harness knows by its own id (begun by another process), if any."""
+        call_id = self.store.call_by_external_id(session_id, self.store.external_id(harness, external))
+        return self.store.call(call_id) if call_id else None
+
+    def session_for(self, harness: str, external: str, project_root: str, *, title: str | None = None) -> Session:
+        """The session a harness knows by its own id; made (and its project registered) on first use."""
+        key = self.store.external_id(harness, external)
+        session = self.store.session_by_external_id(key)
+        if session is not None:
+            return session
+        session = self.new_session(project_root, title=title or f"{harness} session")
+        with self.store.transaction():
+            self.store.set_session_external_id(session.id, key)
+        return self.store.session(session.id)
+
+    def begin_command(
+        self,
+        session_id: SessionId,
+        command: str,
+        *,
+        cwd: str | None = None,
+        external_id: tuple[str, str] | None = None,
+        background: bool = False,
+    ) -> CallId:
+        """A shell command the harness runs itself: scan now; :meth:`finish_command` scans after and records.
+
+        Until then the call shows "may be cut short" but blocks nothing (no
+        process of turnback's waits for it).
+        """
+        from turnback.capture import commands
+
+        target = self._target(session_id)
+        workdir = os.path.realpath(cwd or target.project.root)
+        call_id, _ = commands.start_call(
+            target,
+            ["sh", "-c", command],
+            workdir,
+            self._scan_rules(target.project),
+            self._outside_rules(target.project),
+            kind="job" if background else "command",
+            unasked=False,
+        )
+        if external_id is not None:
+            with self.store.transaction():
+                self.store.set_call_external_id(call_id, self.store.external_id(*external_id))
+        return call_id
+
+    def finish_command(self, call_id: CallId, *, exit_code: int | None = None, error: str | None = None) -> Call:
+        """Scan after a command the harness ran, and record what changed since :meth:`begin_command`."""
+        from turnback.capture import commands
+
+        call = self.store.call(call_id)
+        if call.status != "running":
+            return call
+        project = self.project_of(self.store.session(call.session_id))
+        commands.finish_call(
+            self.store,
+            project,
+            call,
+            commands.load_call_before(self.store, call_id),
+            self._scan_rules(project),
+            self._outside_rules(project),
+            exit_code=exit_code,
+            error=error,
+        )
+        return self.store.call(call_id)
+
+    def unfinished_commands(self, session_id: SessionId) -> list[Call]:
+        """Commands a harness began (:meth:`begin_command`) in the running turn and never finished."""
+        turn = self.running_turn(session_id)
+        return [
+            call
+            for call in self.store.calls_of_turn(turn.id)
+            if call.kind in ("command", "job") and call.status == "running" and call.pid is None
+        ]
 
     def resume_call(self, call_ref: str, *, cwd: str | None = None) -> CallHandle:
         """The handle of a call begun earlier (by another process), to record ``after`` and end it."""
@@ -507,6 +623,8 @@ class Engine:
     # -- shell commands and background jobs ----------------------------------------------
 
     def _scan_rules(self, project: Project) -> ScanRules:
+        from turnback.capture.scan import ScanRules
+
         config = self.config_for(project)
         root = project.root.rstrip("/") + "/"
         store_inside = self._real_home.startswith(root)
@@ -518,10 +636,14 @@ class Engine:
         )
 
     def _outside_rules(self, project: Project) -> commands.OutsideRules:
+        from turnback.capture import commands
+
         config = self.config_for(project)
         return commands.OutsideRules(config.mode, config.home_max_files, config.home_max_mib)
 
     def _command_result(self, call_id: CallId, exit_code: int | None, *, timed_out: bool = False) -> CommandResult:
+        from turnback.render.summary import command_line
+
         call = self.store.call(call_id)
         return CommandResult(call, exit_code, timed_out, command_line(call.changes, self.load))
 
@@ -544,6 +666,10 @@ class Engine:
         *unasked*: the harness ran it without asking, because :meth:`covers`
         said turnback can undo it.
         """
+        import subprocess
+
+        from turnback.capture import commands
+
         if not argv:
             raise UsageError("give the command to run")
         target = self._target(session_id)
@@ -613,6 +739,8 @@ class Engine:
         job's changes join the current turn; undoing that turn then needs
         ``--force``, and an undo is refused while the job runs.
         """
+        from turnback.capture import commands
+
         if not argv:
             raise UsageError("give the command to run")
         target = self._target(session_id)
@@ -647,6 +775,10 @@ class Engine:
 
     def run_job(self, call_id: CallId, argv: Sequence[str], *, cwd: str, output: str | None) -> None:
         """The job runner's part (in its own detached process): run the command, wait, record its changes."""
+        import subprocess
+
+        from turnback.capture import commands
+
         call = self.store.call(call_id)
         project = self.project_of(self.store.session(call.session_id))
         before = commands.load_call_before(self.store, call_id)
@@ -679,6 +811,8 @@ class Engine:
 
     def watch_command(self, call_id: CallId) -> None:
         """The watcher's part (in its own detached process): wait for a command past its timeout, record its changes."""
+        from turnback.capture import commands
+
         call = self.store.call(call_id)
         pid, pid_start, _, _ = self.store.call_processes(call_id)
         if pid is not None:
@@ -704,6 +838,8 @@ class Engine:
         large, excluded, unreadable); no for an outside path the mode does not
         copy, or an outside folder over the copy limits.
         """
+        from turnback.capture import commands
+
         if not argv:
             raise UsageError("give the command to check")
         session = self.store.session(session_id)
@@ -741,6 +877,8 @@ class Engine:
 
     def stop_job(self, call_ref: str) -> Call:
         """Ask a running job (or a command past its timeout) to end; its runner records its changes."""
+        from turnback.capture import commands
+
         call = self.call(call_ref)
         if call.kind not in ("job", "command") or call.status != "running" or call.pid is None:
             raise NothingToDoError(f"{short_id(call.id)} is not a running job")
@@ -790,6 +928,9 @@ class Engine:
         force: bool = False,
     ) -> Plan:
         """Plan an undo (stored, not applied). An interrupted operation of the session comes back first."""
+        from turnback.ops.plan import plan_undo, select_undo_turns
+        from turnback.render.summary import turn_title
+
         session = self.store.session(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
@@ -819,6 +960,9 @@ class Engine:
 
     def plan_revert(self, call_ref: str, *, anyway: bool = False) -> Plan:
         """Plan reverting one call (stored, not applied). An interrupted operation of its session comes back first."""
+        from turnback.ops.plan import plan_revert
+        from turnback.render.summary import call_title
+
         call = self.call(call_ref)
         session = self.store.session(call.session_id)
         refuse_if_busy(self.store, session.id)
@@ -871,6 +1015,9 @@ class Engine:
 
         *expect_head* is the head the caller saw (number or id): a stale one is refused, nothing changed.
         """
+        from turnback.ops.plan import plan_rollback
+        from turnback.render.summary import turn_title
+
         session = self.store.session(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
@@ -915,6 +1062,8 @@ class Engine:
         that cannot be reverted stops the resend), ``anyway`` (revert what can
         be, drop the copies of the rest), ``keep`` (leave the files).
         """
+        from turnback.ops.plan import plan_resend
+
         if mode not in ("revert", "anyway", "keep"):
             raise UsageError(f"resend mode {mode!r}: use revert, anyway or keep")
         session = self.store.session(session_id)
@@ -946,6 +1095,8 @@ class Engine:
 
     def resend_files(self, plan: Plan) -> list[ResendFile]:
         """For a resend: each file its calls changed, once: how many calls, and the lines a revert adds and removes."""
+        from turnback.render.diff import diff_bytes
+
         project = self.store.project(plan.project_id)
         tree = Tree(project.root)
         counts: dict[str, int] = {}
@@ -976,6 +1127,8 @@ class Engine:
 
     def plan_redo(self, session_id: SessionId) -> Plan:
         """Plan taking back the session's newest operation (undo, revert, rollback, or a redo), stored, not applied."""
+        from turnback.ops.plan import plan_redo
+
         session = self.store.session(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
@@ -1036,6 +1189,54 @@ class Engine:
             self.store.mark_read(session_id, where.recorded)
         return data
 
+    def browse(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> tuple[Tree, RelPath | None]:
+        """Where a read-only tool looks: the project's tree and the path in it (``None``: the root itself)."""
+        project = self.project_of(self.store.session(session_id))
+        absolute = absolute_user_path(cwd or project.root, path)
+        root = project.root.rstrip("/")
+        if absolute == root:
+            return Tree(project.root), None
+        if not absolute.startswith(root + "/"):
+            raise UnsafePathError(f"{path} is outside the allowed folder {project.root}")
+        rel = make_rel_path(absolute[len(root) + 1 :])
+        store_home = self._real_home
+        if absolute == store_home or absolute.startswith(store_home + os.sep):
+            raise UnsafePathError(f"{path} is inside turnback's store")
+        return Tree(project.root), rel
+
+    @contextlib.contextmanager
+    def tool_turn(self, session_id: SessionId, *, gap_s: float, holder_pid: int | None = None) -> Iterator[Turn]:
+        """A turn that runs only while one tool call runs (an MCP server's): the session's running turn if
+        someone began one, else the last one again if it ended less than *gap_s* ago and is not undone, else
+        a new one. It is ended when the call returns, so an idle server never blocks an undo."""
+        pid = holder_pid if holder_pid is not None else os.getpid()
+        running = live_running_turns(self.store, session_id)
+        if running:
+            turn = running[-1]
+        else:
+            turns = self.store.turns(session_id)
+            last = turns[-1] if turns else None
+            fresh = (
+                last is not None
+                and last.ended_at is not None
+                and last.undone == "no"
+                and not last.resent
+                and (self.store.now() - last.ended_at) / 1e9 < gap_s
+            )
+            if (
+                last is not None
+                and fresh
+                and self.store.reopen_turn(last.id, holder_pid=pid, holder_start=process_start(pid))
+            ):
+                turn = self.store.turn(last.id)
+            else:
+                turn = self.begin_turn(session_id, None, holder_pid=pid)
+        try:
+            yield turn
+        finally:
+            with self.store.transaction():
+                self.store.end_turn(turn.id, "ended")
+
     def files(self, session_id: SessionId) -> list[tuple[str, str]]:
         """Each file the active line touched, and its state: as of, created in, deleted in turn N, or reverted."""
         latest: dict[str, tuple[int, str]] = {}
@@ -1057,6 +1258,8 @@ class Engine:
 
     def enforce_caps(self, project: Project | None = None) -> maintenance.Reclaimed:
         """Drop the oldest copies over ``store.max_mib`` (and the stat caches' over ``snapshot.max_mib``)."""
+        from turnback.ops import maintenance
+
         config = self.config_for(project) if project else self.config
         return maintenance.enforce_caps(
             self.store,
@@ -1067,32 +1270,44 @@ class Engine:
 
     def kept_bytes(self) -> int:
         """The file text kept for reverting (what ``store.max_mib`` bounds)."""
+        from turnback.ops import maintenance
+
         return maintenance.kept_bytes(self.store)
 
     def gc(self, *, vacuum: bool | None = None) -> maintenance.Reclaimed:
         """Reclaim the copies nothing needs any more, and the disk space (VACUUM when worth it)."""
+        from turnback.ops import maintenance
+
         return maintenance.gc(self.store, vacuum=vacuum)
 
     def verify(self) -> maintenance.Damage:
         """Check every copy decrypts and matches its id, and SQLite's integrity; change nothing."""
+        from turnback.ops import maintenance
+
         return maintenance.verify(self.store)
 
     def delete_session(self, session_id: SessionId) -> None:
         """Delete a session with its turns, calls, operations and copies (its trash folders stay)."""
+        from turnback.ops import maintenance
+
         refuse_if_busy(self.store, session_id)
         maintenance.delete_session(self.store, session_id)
 
     def config_value(self, key: str, *, project_root: str | None = None) -> object:
+        from turnback.config import config_value
+
         root = os.path.realpath(project_root) if project_root else None
         return config_value(self.home, key, root)
 
     def set_config(self, key: str, value: str, *, project_root: str | None = None) -> object:
         """Set a key in the store's config.toml, store-wide or for one project (never inside the project)."""
+        from turnback.config import load_config, set_config_value
+
         root = None
         if project_root is not None:
             root = self.init_project(project_root)[0].root
         written = set_config_value(self.home, key, value, root)
-        self.config = load_config(self.home)
+        self._config = load_config(self.home)
         self._project_configs.clear()
         return written
 
@@ -1123,6 +1338,9 @@ class Engine:
         service's own check. (An undo or a rollback rewinds the conversation
         with the files, so there is nothing to tell.)
         """
+        from turnback.ops.apply import apply_plan
+        from turnback.services import service_note
+
         project = self.store.project(plan.project_id)
         result = apply_plan(self.store, Tree(project.root), plan)
         reverted = [
@@ -1134,7 +1352,7 @@ class Engine:
             with self.store.transaction():
                 self.store.add_notices(plan.session_id, [(path, f"Reverted the change to {path}") for path in reverted])
         notes = [note for note in (service_note(path) for path in reverted) if note]
-        return dataclasses.replace(result, notes=result.notes + tuple(notes))
+        return result._replace(notes=result.notes + tuple(notes))
 
 
 __all__ = [

@@ -6,10 +6,15 @@ symbolic link on the way is ever followed and nothing outside the root is
 read or written. Writes are atomic: a temp file in the same folder, fsync,
 rename over the name, fsync the folder.
 
-Each durable step (a rename, an unlink, a folder made or removed) counts as
-one step for fault injection: ``TURNBACK_FAULT_KILL_AFTER=N`` makes the
-process kill itself with SIGKILL right after the N-th step, which is how the
-tests prove that an interrupted undo resumes and loses nothing.
+Fault injection, for the reliability tests (read once, at import):
+
+- ``TURNBACK_FAULT_KILL_AFTER=N``: SIGKILL right after the N-th durable step
+  (a rename, an unlink, a folder made or removed);
+- ``TURNBACK_FAULT=enospc@N``: the N-th write of file content fails with
+  ENOSPC; ``eio@N``: the N-th fsync fails with EIO.
+
+That is how the tests prove an interrupted or failing undo resumes and
+loses nothing.
 """
 
 from __future__ import annotations
@@ -17,11 +22,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import secrets
 import signal
 import stat
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnback.errors import UnsafePathError
 from turnback.paths import RelPath, split_rel_path
@@ -41,17 +45,42 @@ def _fault_kill_after() -> int | None:
     return int(value) if value and value.isdigit() else None
 
 
+def _fault_errors() -> dict[str, int]:
+    """``TURNBACK_FAULT=enospc@3,eio@1``: which write or fsync (counting from 1) fails, by kind."""
+    faults: dict[str, int] = {}
+    for item in os.environ.get("TURNBACK_FAULT", "").split(","):
+        kind, _, number = item.strip().partition("@")
+        if kind in ("enospc", "eio") and number.isdigit():
+            faults[kind] = int(number)
+    return faults
+
+
 class _Steps:
-    """Counts durable file-system steps; the fault hook kills the process after the N-th."""
+    """Counts durable file-system steps, writes and fsyncs; the fault hooks act on the N-th."""
 
     def __init__(self) -> None:
         self.count = 0
         self.kill_after = _fault_kill_after()
+        self.faults = _fault_errors()
+        self.writes = 0
+        self.fsyncs = 0
 
     def done(self) -> None:
         self.count += 1
         if self.kill_after is not None and self.count >= self.kill_after:
             os.kill(os.getpid(), signal.SIGKILL)
+
+    def write(self, fd: int, data: memoryview) -> int:
+        self.writes += 1
+        if self.faults.get("enospc") == self.writes:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        if self.faults.get("eio") == self.fsyncs:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        os.fsync(fd)
 
 
 STEPS = _Steps()
@@ -76,8 +105,7 @@ def default_file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """An lstat of one path, without following a link at the end."""
 
     mode: int
@@ -121,14 +149,14 @@ def _entry(st: os.stat_result) -> Entry:
 
 def _fsync_dir(fd: int) -> None:
     try:
-        os.fsync(fd)
+        STEPS.fsync(fd)
     except OSError as exc:  # some file systems cannot fsync a folder; the rename is still atomic
         if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
             raise
 
 
 def _temp_name() -> str:
-    return f"{TEMP_PREFIX}{os.getpid()}-{secrets.token_hex(6)}{TEMP_SUFFIX}"
+    return f"{TEMP_PREFIX}{os.getpid()}-{os.urandom(6).hex()}{TEMP_SUFFIX}"
 
 
 def _temp_is_stale(name: str) -> bool:
@@ -217,6 +245,20 @@ class Tree:
             except OSError as exc:
                 raise _unsafe(path, exc) from exc
 
+    def list_folder(self, path: RelPath | None) -> list[tuple[str, Entry]]:
+        """The entries of the folder at *path* (the root for ``None``), sorted by name, links not followed."""
+        probe = RelPath(f"{path}/x") if path else RelPath("x")
+        with self.parent_fd(probe) as fd:
+            if fd is None:
+                raise FileNotFoundError(path)
+            entries = []
+            for name in sorted(os.listdir(fd)):
+                try:
+                    entries.append((name, _entry(os.stat(name, dir_fd=fd, follow_symlinks=False))))
+                except FileNotFoundError:
+                    continue
+            return entries
+
     def has_entries(self, path: RelPath) -> bool:
         """Whether the folder at *path* holds anything."""
         with self.parent_fd(RelPath(f"{path}/x")) as fd:
@@ -292,10 +334,10 @@ class Tree:
                     for chunk in chunks:
                         view = memoryview(chunk)
                         while view:
-                            written = os.write(fd, view)
+                            written = STEPS.write(fd, view)
                             view = view[written:]
                     os.fchmod(fd, mode & 0o7777)
-                    os.fsync(fd)
+                    STEPS.fsync(fd)
                 finally:
                     os.close(fd)
                 os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)

@@ -1,7 +1,8 @@
 """The values turnback works with: projects, sessions, turns, calls, changes, plans.
 
-All values are frozen; the store builds them and the engine hands them to
-front ends. Ids are sortable strings (UUIDv7 layout, 32 lower-case hex
+All values are frozen (named tuples: cheap to define, which keeps the start
+of a hook process short); the store builds them and the engine hands them
+to front ends. Ids are sortable strings (UUIDv7 layout, 32 lower-case hex
 digits: 48 bits of milliseconds, then random bits), so a unique prefix names
 one and an id made later sorts after one made earlier.
 """
@@ -12,8 +13,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal, NewType
+from typing import Literal, NamedTuple, NewType
 
 from turnback.paths import RelPath
 
@@ -71,8 +71,7 @@ PERMISSION_BITS = 0o777
 SPECIAL_BITS = 0o7000  # setuid, setgid, sticky
 
 
-@dataclass(frozen=True, slots=True)
-class FileState:
+class FileState(NamedTuple):
     """What one path holds: nothing, a file (content id, size, mode), a symlink (target) or a folder."""
 
     kind: StateKind
@@ -116,8 +115,7 @@ ABSENT = FileState("absent")
 ChangeKind = Literal["new", "modified", "deleted", "moved", "mode"]
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
+class Change(NamedTuple):
     """One path changed by one call: the state before, the state after, and flags."""
 
     id: int
@@ -154,8 +152,7 @@ CallStatus = Literal["running", "done", "failed"]
 CallKind = Literal["tool", "command", "job"]
 
 
-@dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     id: CallId
     turn_id: TurnId
     session_id: SessionId
@@ -182,8 +179,7 @@ TurnStatus = Literal["running", "ended", "interrupted"]
 UndoState = Literal["no", "yes", "partly"]
 
 
-@dataclass(frozen=True, slots=True)
-class Turn:
+class Turn(NamedTuple):
     id: TurnId
     session_id: SessionId
     number: int
@@ -203,8 +199,7 @@ class Turn:
         return tuple(change for call in self.calls for change in call.changes)
 
 
-@dataclass(frozen=True, slots=True)
-class RefChange:
+class RefChange(NamedTuple):
     """A git ref a turn moved: HEAD, a branch, a tag or the stash; values as :class:`RefUpdate` has them."""
 
     id: int
@@ -237,8 +232,7 @@ def ref_value_text(value: str | None) -> str:
     return value
 
 
-@dataclass(frozen=True, slots=True)
-class RefUpdate:
+class RefUpdate(NamedTuple):
     """A ref move in a plan: the ref must hold ``expect`` (``None``: not exist), and will hold ``target``.
 
     Values are object ids, or ``ref: refs/heads/NAME`` for an attached HEAD.
@@ -253,14 +247,12 @@ class RefUpdate:
         return f"{ref_short_name(self.name)} {ref_value_text(self.expect)} -> {ref_value_text(self.target)}"
 
 
-@dataclass(frozen=True, slots=True)
-class Project:
+class Project(NamedTuple):
     id: ProjectId
     root: str
 
 
-@dataclass(frozen=True, slots=True)
-class Session:
+class Session(NamedTuple):
     id: SessionId
     project_id: ProjectId
     actor: str | None
@@ -277,8 +269,7 @@ OpKind = Literal["undo", "revert", "rollback", "resend", "redo"]
 OpStatus = Literal["planned", "applying", "done"]
 
 
-@dataclass(frozen=True, slots=True)
-class PlanRow:
+class PlanRow(NamedTuple):
     """One step of a plan: what a path holds now (``expect``), what it will hold (``target``), why.
 
     ``conflict`` marks a path that holds something other than what the
@@ -311,16 +302,14 @@ class PlanRow:
         return self.action in ("restore", "trash", "mark")
 
 
-@dataclass(frozen=True, slots=True)
-class PlanSection:
+class PlanSection(NamedTuple):
     """A header line of a plan (``undo turn ID: message``) and the turn it stands for."""
 
     turn_id: TurnId | None
     title: str
 
 
-@dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(NamedTuple):
     id: OpId
     kind: OpKind
     session_id: SessionId
@@ -332,7 +321,7 @@ class Plan:
     force: bool = False
     status: OpStatus = "planned"
     created_at: int = 0
-    notes: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = ()
     head_from: TurnId | None = None  # rollback, resend, redo: the head the caller saw, checked before applying
     head_to: TurnId | None = None  # ... and the head it leaves (None: the session's start)
     moves_head: bool = False
@@ -349,8 +338,7 @@ class Plan:
         return tuple(row for row in self.rows if row.acts)
 
 
-@dataclass(frozen=True, slots=True)
-class OpResult:
+class OpResult(NamedTuple):
     """What applying a plan did, row by row."""
 
     plan: Plan
@@ -367,8 +355,7 @@ class OpResult:
         return any(row.status == "done" for row in self.plan.rows)
 
 
-@dataclass(frozen=True, slots=True)
-class TurnSummary:
+class TurnSummary(NamedTuple):
     files: int
     added: int
     removed: int

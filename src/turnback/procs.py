@@ -19,6 +19,21 @@ def _stat_fields(pid: int) -> list[bytes] | None:
     return data[data.rfind(b")") + 2 :].split()
 
 
+def parent_and_name(pid: int) -> tuple[int, str] | None:
+    """The parent pid and the command name of process *pid*, where the OS tells them."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            data = handle.read()
+    except OSError:
+        return None
+    name = data[data.find(b"(") + 1 : data.rfind(b")")].decode("utf-8", "replace")
+    fields = data[data.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[1]), name
+    except (IndexError, ValueError):
+        return None
+
+
 def process_start(pid: int) -> int | None:
     """The start time of process *pid* in clock ticks since boot, where the OS tells it."""
     fields = _stat_fields(pid)
@@ -51,4 +66,4 @@ def process_alive(pid: int, start: int | None) -> bool:
         return True
 
 
-__all__ = ["process_alive", "process_start"]
+__all__ = ["parent_and_name", "process_alive", "process_start"]

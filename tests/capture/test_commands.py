@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -230,8 +229,7 @@ def test_scan_rereads_a_racy_entry_whose_stat_is_unchanged(engine: turnback.Engi
     old_entry = first.snapshot["f.txt"]
     new_stat = _same_stat_other_content(path, b"bbbb")
     # The previous snapshot's entry matches the new stat in every field the cache compares.
-    same_stat = replace(
-        old_entry,
+    same_stat = old_entry._replace(
         size=new_stat.st_size,
         mtime_ns=new_stat.st_mtime_ns,
         ctime_ns=new_stat.st_ctime_ns,
@@ -240,13 +238,13 @@ def test_scan_rereads_a_racy_entry_whose_stat_is_unchanged(engine: turnback.Engi
     )
     assert same_stat.stat_matches(new_stat)
 
-    racy = scan_tree(engine.store, str(root), RULES, {"f.txt": replace(same_stat, racy=True)}, now_ns=time.time_ns())
+    racy = scan_tree(engine.store, str(root), RULES, {"f.txt": same_stat._replace(racy=True)}, now_ns=time.time_ns())
     assert racy.files_read == 1
     reread = racy.snapshot["f.txt"]
     assert reread.blob != old_entry.blob
     assert reread.blob is not None and engine.load(BlobId(reread.blob)) == b"bbbb"
 
-    trusted_entry = replace(same_stat, racy=False)
+    trusted_entry = same_stat._replace(racy=False)
     trusted = scan_tree(engine.store, str(root), RULES, {"f.txt": trusted_entry}, now_ns=time.time_ns())
     assert trusted.files_read == 0
     assert trusted.snapshot["f.txt"] == trusted_entry  # stat unchanged and not racy: trusted, not read

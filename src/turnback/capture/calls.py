@@ -13,10 +13,9 @@ A harness that writes files itself uses :class:`CallRecorder`:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
 from turnback.errors import TurnbackError, UnsafePathError, UsageError
@@ -28,8 +27,7 @@ from turnback.store import Store
 MAX_INPUT_TEXT = 64 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class CallTarget:
+class CallTarget(NamedTuple):
     """Where a file-tool call runs: the store, the project's tree, the running turn."""
 
     store: Store
@@ -39,8 +37,7 @@ class CallTarget:
     incognito: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Location:
+class Location(NamedTuple):
     """A path a tool writes: its tree and the path in it, and how it is recorded.
 
     A project path is recorded relative to the project root; a path outside
@@ -62,8 +59,7 @@ class Location:
         return Location(self.tree, rel, self.outside, self.uncovered)
 
 
-@dataclass(frozen=True, slots=True)
-class PlannedChange:
+class PlannedChange(NamedTuple):
     where: Location
     before: FileState
     after: FileState
@@ -165,6 +161,11 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
                 elif not actual.same_as(change.after):
                     store.set_change_after(change_id, actual, partial=True)
             store.finish_call(call_id, "failed", str(exc) or type(exc).__name__)
+        if isinstance(exc, OSError) and not isinstance(exc, TurnbackError):
+            written = changes[-1].where.recorded if changes else tool
+            raise UnsafePathError(
+                f"cannot write {written}: {exc.strerror or exc}; it holds what it held before"
+            ) from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
     with store.transaction(durable=False):
@@ -188,11 +189,17 @@ def _stored_before(target: CallTarget, where: Location) -> FileState:
     """What the path holds, its content stored; without a copy to keep, only what kind of thing it is."""
     if _keeps_copies(target, where):
         return capture_state(where.tree, where.rel, target.store)
-    return dataclasses.replace(probe_state(where.tree, where.rel, target.store), blob=None)
+    return probe_state(where.tree, where.rel, target.store)._replace(blob=None)
 
 
-def record_write(target: CallTarget, where: Location, data: bytes) -> CallId:
-    """Write *data* (making missing folders), keeping what the path held before."""
+def record_write(
+    target: CallTarget, where: Location, data: bytes, *, tool: str = "write", raw_input: str | None = None
+) -> CallId:
+    """Write *data* (making missing folders), keeping what the path held before.
+
+    *tool* and *raw_input* name the call as the agent made it (an MCP
+    ``edit_file`` with several edits is recorded as the write of its result).
+    """
 
     def prepare() -> Prepared:
         before = _stored_before(target, where)
@@ -201,7 +208,8 @@ def record_write(target: CallTarget, where: Location, data: bytes) -> CallId:
         mode = changes[-1].after.mode or default_file_mode()
         return changes, lambda: where.tree.write_atomic(where.rel, [data], mode, create_parents=True)
 
-    return _perform(target, "write", _input_json(path=where.recorded, content=_content_text(data)), prepare)
+    shown = raw_input if raw_input is not None else _input_json(path=where.recorded, content=_content_text(data))
+    return _perform(target, tool, shown, prepare)
 
 
 def record_edit(target: CallTarget, where: Location, old: str, new: str, *, replace_all: bool = False) -> CallId:

@@ -31,8 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import IO
+from typing import IO, NamedTuple
 
 import zstandard
 
@@ -58,8 +57,7 @@ WATCH_POLL_S = 0.2
 CALL_SNAPSHOT_FORMAT = 1
 
 
-@dataclass(frozen=True, slots=True)
-class OutsideRules:
+class OutsideRules(NamedTuple):
     mode: str
     home_max_files: int
     home_max_mib: int
@@ -69,8 +67,7 @@ class OutsideRules:
         return self.home_max_mib << 20
 
 
-@dataclass(frozen=True, slots=True)
-class Watch:
+class Watch(NamedTuple):
     """An outside path a command names: copied (its snapshot) or not (the reason, and a stat to compare)."""
 
     path: str
@@ -79,8 +76,7 @@ class Watch:
     stamp: tuple[int, int, int, str] | None  # (size, mtime_ns, mode, what is below) when not copied; None: absent
 
 
-@dataclass(frozen=True, slots=True)
-class CallBefore:
+class CallBefore(NamedTuple):
     """What a command's paths held before it ran: the project's snapshot, and the outside paths it names."""
 
     project: Snapshot

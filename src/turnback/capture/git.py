@@ -38,7 +38,7 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnback.errors import UnsafePathError
 from turnback.model import ref_short_name as short_name
@@ -65,8 +65,7 @@ _OBJECT_ID = re.compile(r"[0-9a-f]{40}(?:[0-9a-f]{24})?")
 _KEPT_GIT_VARIABLES = frozenset({"GIT_EXEC_PATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_NOSYSTEM"})
 
 
-@dataclass(frozen=True, slots=True)
-class RefMove:
+class RefMove(NamedTuple):
     """One ref to put back: it must hold *expect* now, and will hold *target*.
 
     ``expect=None`` means the ref must not exist; ``target=None`` deletes it.
@@ -77,8 +76,7 @@ class RefMove:
     target: RefValue | None
 
 
-@dataclass(frozen=True, slots=True)
-class _Outcome:
+class _Outcome(NamedTuple):
     """How a transaction ended: committed, or not (with git's message when git refused)."""
 
     committed: bool

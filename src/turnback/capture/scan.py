@@ -29,8 +29,7 @@ import marshal
 import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Literal, NamedTuple
 
 import zstandard
 
@@ -49,8 +48,7 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 EntryKind = Literal["file", "symlink", "dir", "uncovered"]
 
 
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One path of a snapshot: its stat, and its content id or link target, or why it is left out."""
 
     kind: EntryKind
@@ -159,8 +157,7 @@ def decode_snapshot(data: bytes) -> Snapshot | None:
     return {row[0]: Entry(*row[1:]) for row in rows}
 
 
-@dataclass(frozen=True, slots=True)
-class ScanRules:
+class ScanRules(NamedTuple):
     """What a scan leaves out: files over *max_file_bytes*, paths matched by *exclude*."""
 
     max_file_bytes: int
@@ -175,8 +172,7 @@ class ScanRules:
         return None
 
 
-@dataclass(frozen=True, slots=True)
-class ScanResult:
+class ScanResult(NamedTuple):
     snapshot: Snapshot
     files_read: int
     bytes_read: int
@@ -282,7 +278,7 @@ class _Scanner:
                     self.snapshot[path] = last
                 return
         assert last is not None
-        self.snapshot[path] = replace(last, racy=True)  # it kept changing: what was read, read again next time
+        self.snapshot[path] = last._replace(racy=True)  # it kept changing: what was read, read again next time
 
     def _too_large(self) -> str:
         return f"larger than snapshot.max_file_mib ({self.rules.max_file_mib} MiB)"
@@ -336,8 +332,8 @@ class _Scanner:
         except OSError as exc:
             folder = prefix.rstrip("/")
             if folder in self.snapshot:
-                self.snapshot[folder] = replace(
-                    self.snapshot[folder], kind="uncovered", reason=f"unreadable: {exc.strerror}"
+                self.snapshot[folder] = self.snapshot[folder]._replace(
+                    kind="uncovered", reason=f"unreadable: {exc.strerror}"
                 )
             return []
         if self.only is not None and not prefix:
@@ -368,7 +364,7 @@ class _Scanner:
                 except OSError as exc:
                     if exc.errno != errno.ENOENT:
                         entry = self.snapshot[path]
-                        self.snapshot[path] = replace(entry, kind="uncovered", reason=f"unreadable: {exc.strerror}")
+                        self.snapshot[path] = entry._replace(kind="uncovered", reason=f"unreadable: {exc.strerror}")
                     else:
                         del self.snapshot[path]
                     continue
@@ -396,8 +392,7 @@ def scan_tree(
     return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
 
 
-@dataclass(frozen=True, slots=True)
-class TreeChange:
+class TreeChange(NamedTuple):
     path: str
     before: Entry | None
     after: Entry | None

@@ -1,0 +1,16 @@
+"""The ``turnback`` command. ``entry`` sends a hook event straight to its adapter, before anything else is
+imported, because an agent waits for every hook; everything else goes through :mod:`turnback.cli.main`."""
+
+from __future__ import annotations
+
+import sys
+
+
+def entry() -> int:
+    if sys.argv[1:3] == ["hook", "claude-code"]:
+        from turnback.hooks.claude import run
+
+        return run()
+    from turnback.cli.main import main
+
+    return main()

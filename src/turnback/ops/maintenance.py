@@ -16,6 +16,7 @@ import contextlib
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from turnback.capture.scan import Entry, decode_snapshot, encode_snapshot
 from turnback.errors import BlobCorruptError, StoreError
@@ -203,8 +204,7 @@ def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, pr
     return dropped
 
 
-@dataclass(frozen=True, slots=True)
-class Damage:
+class Damage(NamedTuple):
     """What verify found: damaged blobs, the sessions and calls that need them, and SQLite's own check."""
 
     blobs: tuple[bytes, ...]

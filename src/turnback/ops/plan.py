@@ -11,7 +11,7 @@ row whose path holds anything else is refused (compare-and-swap).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from turnback.capture import git
 from turnback.capture.states import capture_state, probe_state
@@ -601,7 +601,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
             rows.append(_Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
         rows[-1].outside = row.outside
     finished = tuple(
-        replace(plan_row, unmark=not original.unmark)
+        plan_row._replace(unmark=not original.unmark)
         for plan_row, original in zip(
             _finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnback.model import BlobId, FileState
 
@@ -49,8 +49,7 @@ def human_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-@dataclass(frozen=True, slots=True)
-class FileDiff:
+class FileDiff(NamedTuple):
     """The diff of one path: its hunk lines (no file headers), counts, and whether it is binary."""
 
     binary: bool

@@ -10,7 +10,7 @@ import json
 import os
 import shlex
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from turnback.globs import glob_matches
 from turnback.model import BlobId, Call, Change, ChangeKind, FileState, Turn, change_kind
@@ -69,8 +69,7 @@ def group_of(path: str, user_groups: Sequence[tuple[str, Sequence[str]]]) -> str
     return CODE_GROUP
 
 
-@dataclass(frozen=True, slots=True)
-class NetChange:
+class NetChange(NamedTuple):
     """One path's change over a span of calls: the first before and the last after."""
 
     path: str

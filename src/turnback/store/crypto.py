@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -44,8 +44,7 @@ def derive_master_from_secret(secret: str, salt: bytes) -> bytes:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Keys:
+class Keys(NamedTuple):
     encrypt: bytes
     content: bytes
     path: bytes

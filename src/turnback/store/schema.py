@@ -161,6 +161,13 @@ MIGRATIONS: list[list[str]] = [
         "CREATE INDEX changes_by_blob_before ON changes(before_blob)",
         "CREATE INDEX changes_by_blob_after ON changes(after_blob)",
     ],
+    # 4: sessions and calls known by a harness's own ids (keyed hashes, like paths)
+    [
+        "ALTER TABLE sessions ADD COLUMN external_id BLOB",
+        "CREATE UNIQUE INDEX sessions_by_external_id ON sessions(external_id)",
+        "ALTER TABLE calls ADD COLUMN external_id BLOB",
+        "CREATE INDEX calls_by_external_id ON calls(external_id)",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

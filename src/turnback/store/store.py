@@ -288,6 +288,26 @@ class Store:
             )
         return self.session(session_id)
 
+    def external_id(self, kind: str, value: str) -> bytes:
+        """A harness's own id (a Claude Code session id, a tool use id) as a keyed id: findable, never stored plain."""
+        return self.crypto.path_id("external:" + kind, value)
+
+    def session_by_external_id(self, external: bytes) -> Session | None:
+        row = self.db.one(f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE external_id=?", (external,))
+        return self._session_from_row(row) if row else None
+
+    def set_session_external_id(self, session_id: SessionId, external: bytes) -> None:
+        self.db.execute("UPDATE sessions SET external_id=? WHERE id=?", (external, session_id))
+
+    def call_by_external_id(self, session_id: SessionId, external: bytes) -> CallId | None:
+        row = self.db.one(
+            "SELECT id FROM calls WHERE session_id=? AND external_id=? ORDER BY rowid DESC", (session_id, external)
+        )
+        return CallId(row[0]) if row else None
+
+    def set_call_external_id(self, call_id: CallId, external: bytes) -> None:
+        self.db.execute("UPDATE calls SET external_id=? WHERE id=?", (external, call_id))
+
     def session(self, session_id: SessionId) -> Session:
         row = self.db.one(f"SELECT {self._SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,))
         if row is None:
@@ -467,6 +487,15 @@ class Store:
             "UPDATE turns SET status=?, ended_at=? WHERE id=? AND status='running'",
             (status, self.now(), turn_id),
         )
+
+    def reopen_turn(self, turn_id: TurnId, *, holder_pid: int | None, holder_start: int | None) -> bool:
+        """Make an ended turn run again (an MCP server's turn runs only while a tool call does)."""
+        cursor = self.db.execute(
+            "UPDATE turns SET status='running', ended_at=NULL, holder_pid=?, holder_start=?"
+            " WHERE id=? AND status='ended'",
+            (holder_pid, holder_start, turn_id),
+        )
+        return cursor.rowcount == 1
 
     def set_turn_undone(self, turn_id: TurnId, undone: UndoState) -> None:
         self.db.execute("UPDATE turns SET undone=? WHERE id=?", (undone, turn_id))

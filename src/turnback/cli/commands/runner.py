@@ -10,13 +10,15 @@ from turnback.model import CallId
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
-    job = sub.add_parser("_job", parents=[common], help=argparse.SUPPRESS)
+    job = sub.add_parser("_job", parents=[common])
     job.add_argument("call")
     job.add_argument("--cwd", required=True)
     job.add_argument("--output")
     job.add_argument("command", nargs=argparse.REMAINDER)
-    watch = sub.add_parser("_watch", parents=[common], help=argparse.SUPPRESS)
+    watch = sub.add_parser("_watch", parents=[common])
     watch.add_argument("call")
+    # Not for people: keep them out of the list of commands (argparse lists every parser that has help).
+    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest not in ("_job", "_watch")]
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:

@@ -1,0 +1,29 @@
+"""``turnback hook claude-code``: handle one Claude Code hook event (JSON on stdin).
+
+Claude Code runs this for the events ``turnback install claude-code`` adds. It
+always exits 0: a problem of turnback's prints one warning line and never
+blocks the agent.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from turnback.cli import _common
+
+
+def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser(
+        "hook",
+        parents=[common],
+        help="handle one agent hook event on stdin (run by the agent, see install)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("harness", choices=["claude-code"], help="which agent sent the event")
+
+
+def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    from turnback.hooks.claude import run as handle
+
+    return handle(ctx.stdin)

@@ -1,0 +1,1 @@
+"""Adapters for agent harnesses that call hooks (Claude Code)."""

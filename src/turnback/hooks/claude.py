@@ -1,0 +1,238 @@
+"""Claude Code hooks: one event as JSON on stdin, mapped onto turnback.
+
+- SessionStart, or the first event of a ``session_id``: a turnback session for
+  the project (``CLAUDE_PROJECT_DIR``, else ``cwd``), registered on first use.
+- UserPromptSubmit: begin a turn (message = the prompt); pending revert
+  notices go back to the model as ``additionalContext``.
+- PreToolUse for Write, Edit, MultiEdit, NotebookEdit: keep the file's
+  earlier state; PostToolUse (or PostToolUseFailure): record what it holds. A
+  call with no PostToolUse stays "may be cut short", still revertible.
+- PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
+  again and record the difference. ``run_in_background``: a job, recorded
+  when the turn stops.
+- PreCompact: the session is busy (compaction) until the next prompt.
+- Stop: record unfinished commands, end the turn, and show the user (only
+  the user: ``systemMessage``) the summary line when the turn changed files.
+- SessionEnd: end a turn left running.
+
+It never blocks the agent because of its own trouble: any error exits 0 with
+one warning line on stderr, and the traceback goes to ``turnback.log`` in the
+store. Unknown events and tools do nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import IO, Any
+
+HARNESS = "claude-code"
+FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+SHELL_TOOLS = ("Bash", "PowerShell")
+SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
+COMPACTION = "compaction (Claude Code is summarising the conversation)"
+
+Event = dict[str, Any]
+Output = dict[str, Any] | None
+
+
+def _claude_pid() -> int:
+    """The Claude Code process: the nearest ancestor that is not a shell running this hook."""
+    from turnback.procs import parent_and_name
+
+    pid = os.getppid()
+    for _ in range(8):
+        found = parent_and_name(pid)
+        if found is None or found[1] not in SHELLS:
+            return pid
+        pid = found[0]
+    return pid
+
+
+class _Hook:
+    def __init__(self, engine: Any, event: Event):
+        self.engine = engine
+        self.event = event
+        self.cwd = str(event.get("cwd") or os.getcwd())
+
+    def session(self) -> Any:
+        project = os.environ.get("CLAUDE_PROJECT_DIR") or self.cwd
+        external = str(self.event.get("session_id") or "")
+        if not external:
+            raise ValueError("the event has no session_id")
+        return self.engine.session_for(HARNESS, external, project, title="Claude Code")
+
+    def running_turn(self, session: Any) -> Any:
+        """The running turn; one begun now if the prompt's event was missed (a hook installed mid-session)."""
+        from turnback.errors import RefusedError
+
+        try:
+            return self.engine.running_turn(session.id)
+        except RefusedError:
+            return self.engine.begin_turn(session.id, None, holder_pid=_claude_pid())
+
+    # -- events ------------------------------------------------------------------------
+
+    def session_start(self) -> Output:
+        session = self.session()
+        if self.event.get("source") == "compact":
+            self.engine.busy_end(session.id, COMPACTION)
+        return None
+
+    def prompt(self) -> Output:
+        session = self.session()
+        self.engine.busy_end(session.id, COMPACTION)
+        self._end_running(session)
+        self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=_claude_pid())
+        notices = self.engine.notices(session.id)
+        if not notices:
+            return None
+        lines = [text for _, text in notices]
+        lines.append("The user reverted these changes: read each file again before changing it.")
+        return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "\n".join(lines)}}
+
+    def pre_tool(self) -> Output:
+        tool = str(self.event.get("tool_name") or "")
+        tool_input = self.event.get("tool_input") or {}
+        if not isinstance(tool_input, dict):
+            return None
+        use_id = str(self.event.get("tool_use_id") or "")
+        if tool in FILE_TOOLS:
+            path = tool_input.get(FILE_TOOLS[tool])
+            if not isinstance(path, str) or not path:
+                return None
+            session = self.session()
+            self.running_turn(session)
+            handle = self.engine.begin_call(
+                session.id, tool, tool_input, cwd=self.cwd, external_id=(HARNESS, use_id) if use_id else None
+            )
+            handle.before(path)
+        elif tool in SHELL_TOOLS:
+            command = tool_input.get("command")
+            if not isinstance(command, str) or not command:
+                return None
+            session = self.session()
+            self.running_turn(session)
+            self.engine.begin_command(
+                session.id,
+                command,
+                cwd=self.cwd,
+                external_id=(HARNESS, use_id) if use_id else None,
+                background=bool(tool_input.get("run_in_background")),
+            )
+        return None
+
+    def post_tool(self, *, failed: bool = False) -> Output:
+        tool = str(self.event.get("tool_name") or "")
+        use_id = str(self.event.get("tool_use_id") or "")
+        if (tool not in FILE_TOOLS and tool not in SHELL_TOOLS) or not use_id:
+            return None
+        session = self.session()
+        call = self.engine.external_call(session.id, HARNESS, use_id)
+        if call is None or call.status != "running":
+            return None  # no PreToolUse was seen for it: nothing to pair with
+        error = str(self.event.get("error") or "the tool failed") if failed else None
+        if tool in FILE_TOOLS:
+            tool_input = self.event.get("tool_input") or {}
+            path = tool_input.get(FILE_TOOLS[tool]) if isinstance(tool_input, dict) else None
+            handle = self.engine.resume_call(call.id, cwd=self.cwd)
+            if isinstance(path, str) and path:
+                handle.after(path)
+            handle.end(failed=error)
+        elif call.kind == "command":
+            self.engine.finish_command(call.id, error=error)
+        return None
+
+    def pre_compact(self) -> Output:
+        session = self.session()
+        self.engine.busy_start(session.id, COMPACTION, holder_pid=_claude_pid())
+        return None
+
+    def stop(self) -> Output:
+        session = self.session()
+        summary = self._end_running(session)
+        if summary is None or not (summary.line or summary.notes):
+            return None
+        return {"systemMessage": "\n".join([line for line in (summary.line, *summary.notes) if line])}
+
+    def session_end(self) -> Output:
+        session = self.session()
+        self.engine.busy_end(session.id, COMPACTION)
+        self._end_running(session)
+        return None
+
+    def _end_running(self, session: Any) -> Any:
+        """Record the turn's unfinished commands and end it; its summary, or None when no turn runs."""
+        from turnback.errors import RefusedError
+
+        try:
+            pending = self.engine.unfinished_commands(session.id)
+        except RefusedError:
+            return None
+        for call in pending:
+            note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
+            self.engine.finish_command(call.id, error=note)
+        return self.engine.end_turn(session.id)[1]
+
+
+_HANDLERS: dict[str, Callable[[_Hook], Output]] = {
+    "SessionStart": _Hook.session_start,
+    "UserPromptSubmit": _Hook.prompt,
+    "PreToolUse": _Hook.pre_tool,
+    "PostToolUse": _Hook.post_tool,
+    "PostToolUseFailure": lambda hook: hook.post_tool(failed=True),
+    "PreCompact": _Hook.pre_compact,
+    "Stop": _Hook.stop,
+    "SessionEnd": _Hook.session_end,
+}
+
+
+def _log_failure(home: str | None) -> None:
+    import datetime
+    import traceback
+
+    if not home or not os.path.isdir(home):
+        return
+    try:
+        fd = os.open(os.path.join(home, "turnback.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log:
+            log.write(f"--- {datetime.datetime.now().isoformat()} hook {HARNESS}\n{traceback.format_exc()}")
+    except OSError:
+        pass
+
+
+def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    """Handle one Claude Code hook event. Always exits 0: turnback's trouble never blocks the agent."""
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    home = None
+    try:
+        raw = stdin.read()
+        try:
+            event = json.loads(raw or b"{}")
+        except ValueError:
+            print("turnback: the hook event is not JSON; ignored", file=stderr)
+            return 0
+        if not isinstance(event, dict):
+            print("turnback: the hook event is not a JSON object; ignored", file=stderr)
+            return 0
+        handler = _HANDLERS.get(str(event.get("hook_event_name") or ""))
+        if handler is None:
+            return 0
+        import turnback
+
+        home = turnback.default_home()
+        with turnback.open(home) as engine:
+            output = handler(_Hook(engine, event))
+        if output:
+            print(json.dumps(output), file=stdout)
+    except Exception as exc:  # never block the agent: say it once, log the rest
+        print(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on", file=stderr)
+        _log_failure(home)
+    return 0
+
+
+__all__ = ["HARNESS", "run"]
