@@ -27,6 +27,7 @@ test: lint typecheck
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/calls.py
+	$(BIN)/python benchmarks/hooks.py
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache .mypy_cache .ruff_cache .hypothesis
