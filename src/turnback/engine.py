@@ -36,7 +36,7 @@ from turnback.model import (
     TurnSummary,
     short_id,
 )
-from turnback.ops.busy import live_commands, live_running_turns, refuse_if_busy, session_apply_lock
+from turnback.ops.busy import live_commands, live_running_turns, orphaned_commands, refuse_if_busy, session_apply_lock
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import process_alive, process_start
 from turnback.store import Store
@@ -915,7 +915,31 @@ class Engine:
 
     # -- taking changes back ---------------------------------------------------------------
 
+    def _record_orphans(self, project: Project) -> None:
+        """Record commands whose end turnback never recorded (it was killed): scan now against the snapshot
+        taken before each ran, so their changes can still be undone."""
+        from turnback.capture import commands
+
+        for call in orphaned_commands(self.store, project.id):
+            try:
+                before = commands.load_call_before(self.store, call.id)
+            except TurnbackError:
+                with self.store.transaction():
+                    self.store.finish_call(call.id, "failed", "turnback stopped before the command ended")
+                continue
+            commands.finish_call(
+                self.store,
+                project,
+                call,
+                before,
+                self._scan_rules(project),
+                self._outside_rules(project),
+                exit_code=None,
+                error="turnback stopped before it recorded the end; recorded when it was next used",
+            )
+
     def _interrupted(self, session_id: SessionId) -> Plan | None:
+        self._record_orphans(self.project_of(self.store.session(session_id)))
         applying = self.store.ops_in_status(session_id, "applying")
         return self.store.load_plan(applying[0]) if applying else None
 

@@ -10,6 +10,8 @@ Fault injection, for the reliability tests (read once, at import):
 
 - ``TURNBACK_FAULT_KILL_AFTER=N``: SIGKILL right after the N-th durable step
   (a rename, an unlink, a folder made or removed);
+- ``TURNBACK_FAULT_KILL_AFTER_COMMIT=N``: SIGKILL right after the N-th
+  committed store transaction (a snapshot's batches, a call's record);
 - ``TURNBACK_FAULT=enospc@N``: the N-th write of file content fails with
   ENOSPC; ``eio@N``: the N-th fsync fails with EIO.
 
@@ -40,8 +42,8 @@ TEMP_SUFFIX = ".tmp"
 READ_CHUNK = 1 << 20
 
 
-def _fault_kill_after() -> int | None:
-    value = os.environ.get("TURNBACK_FAULT_KILL_AFTER")
+def _fault_kill_after(name: str = "TURNBACK_FAULT_KILL_AFTER") -> int | None:
+    value = os.environ.get(name)
     return int(value) if value and value.isdigit() else None
 
 
@@ -61,6 +63,8 @@ class _Steps:
     def __init__(self) -> None:
         self.count = 0
         self.kill_after = _fault_kill_after()
+        self.kill_after_commit = _fault_kill_after("TURNBACK_FAULT_KILL_AFTER_COMMIT")
+        self.commits = 0
         self.faults = _fault_errors()
         self.writes = 0
         self.fsyncs = 0
@@ -68,6 +72,12 @@ class _Steps:
     def done(self) -> None:
         self.count += 1
         if self.kill_after is not None and self.count >= self.kill_after:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    def committed(self) -> None:
+        """A store transaction was committed (counted for ``TURNBACK_FAULT_KILL_AFTER_COMMIT``)."""
+        self.commits += 1
+        if self.kill_after_commit is not None and self.commits >= self.kill_after_commit:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def write(self, fd: int, data: memoryview) -> int:

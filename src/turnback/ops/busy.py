@@ -44,24 +44,27 @@ def _command_text(call: Call) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-def live_commands(store: Store, project_id: ProjectId) -> list[Call]:
-    """The project's commands and jobs whose process (or the watcher that records them) still runs.
-
-    A call whose command and watcher have both ended without recording it is
-    marked failed: its changes were never recorded, and it must not block.
-    """
-    live = []
+def _command_states(store: Store, project_id: ProjectId) -> tuple[list[Call], list[Call]]:
+    live, orphaned = [], []
     for call, pid_start, watcher, watcher_start in store.running_commands(project_id):
         command_alive = call.pid is not None and process_alive(call.pid, pid_start)
         watcher_alive = watcher is not None and process_alive(watcher, watcher_start)
         if command_alive or watcher_alive:
             live.append(call)
         elif watcher is not None:
-            with store.transaction():
-                store.finish_call(
-                    call.id, "failed", "turnback stopped before the command ended: its changes were not recorded"
-                )
-    return live
+            orphaned.append(call)
+    return live, orphaned
+
+
+def live_commands(store: Store, project_id: ProjectId) -> list[Call]:
+    """The project's commands and jobs whose process (or the watcher that records them) still runs."""
+    return _command_states(store, project_id)[0]
+
+
+def orphaned_commands(store: Store, project_id: ProjectId) -> list[Call]:
+    """Commands whose process and watcher both ended before the end was recorded (turnback was killed):
+    the caller records them now, from the snapshot taken before they ran."""
+    return _command_states(store, project_id)[1]
 
 
 def refuse_if_busy(store: Store, session_id: SessionId) -> None:
@@ -134,4 +137,4 @@ def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0
         os.close(fd)
 
 
-__all__ = ["live_commands", "live_running_turns", "refuse_if_busy", "session_apply_lock"]
+__all__ = ["live_commands", "live_running_turns", "orphaned_commands", "refuse_if_busy", "session_apply_lock"]

@@ -13,7 +13,6 @@ dropped.
 from __future__ import annotations
 
 import contextlib
-import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -217,30 +216,48 @@ class Damage(NamedTuple):
 
 
 def verify(store: Store) -> Damage:
-    """Decrypt every blob and check its keyed hash; run SQLite's integrity check. Changes nothing."""
-    damaged: list[bytes] = []
-    for (blob_id,) in store.db.all("SELECT id FROM blobs"):
-        if not store.blobs.verify(BlobId(bytes(blob_id))):
-            damaged.append(bytes(blob_id))
+    """Decrypt every blob and check its keyed hash; run SQLite's integrity check. Changes nothing.
+
+    On a damaged database each step reports what it could not read and the
+    others go on, so what is intact is still named.
+    """
+    problems: list[str] = []
     try:
-        integrity = tuple(row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok")
-    except (StoreError, sqlite3.Error) as exc:
-        integrity = (str(exc),)
-    calls: dict[str, list[str]] = {}
+        problems += [row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok"]
+    except StoreError as exc:
+        problems.append(f"integrity check: {exc}")
+    damaged: list[bytes] = []
+    try:
+        blob_ids = [bytes(row[0]) for row in store.db.all("SELECT id FROM blobs")]
+    except StoreError as exc:
+        problems.append(f"the copies cannot all be listed: {exc}")
+        blob_ids = []
+    for blob_id in blob_ids:
+        try:
+            intact = store.blobs.verify(BlobId(blob_id))
+        except StoreError:
+            intact = False
+        if not intact:
+            damaged.append(blob_id)
     bad = set(damaged)
-    # a chunk list whose chunk is damaged is damaged too
-    for (blob_id,) in store.db.all("SELECT id FROM blobs WHERE kind=1"):
-        if _children(store, [bytes(blob_id)]) & bad:
-            bad.add(bytes(blob_id))
-    for call_id, session_id, before, after in store.db.all(
-        "SELECT calls.id, calls.session_id, changes.before_blob, changes.after_blob FROM changes"
-        " JOIN calls ON calls.id = changes.call_id WHERE changes.evicted=0"
-    ):
+    calls: dict[str, list[str]] = {}
+    try:
+        for (blob_id,) in store.db.all("SELECT id FROM blobs WHERE kind=1"):
+            if _children(store, [bytes(blob_id)]) & bad:  # a chunk list with a damaged chunk is damaged
+                bad.add(bytes(blob_id))
+        rows = store.db.all(
+            "SELECT calls.id, calls.session_id, changes.before_blob, changes.after_blob FROM changes"
+            " JOIN calls ON calls.id = changes.call_id WHERE changes.evicted=0"
+        )
+    except StoreError as exc:
+        problems.append(f"the calls that need damaged copies cannot all be named: {exc}")
+        rows = []
+    for call_id, session_id, before, after in rows:
         if (before is not None and bytes(before) in bad) or (after is not None and bytes(after) in bad):
             session_calls = calls.setdefault(session_id, [])
             if call_id not in session_calls:
                 session_calls.append(call_id)
-    return Damage(tuple(sorted(bad)), {s: tuple(c) for s, c in calls.items()}, integrity)
+    return Damage(tuple(sorted(bad)), {s: tuple(c) for s, c in calls.items()}, tuple(problems))
 
 
 def delete_session(store: Store, session_id: SessionId) -> None:

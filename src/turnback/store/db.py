@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.fsio import STEPS
 from turnback.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 60_000
@@ -23,6 +24,10 @@ def _map_error(exc: sqlite3.Error) -> Exception:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return BusyError("the store is locked by another turnback process; try again")
+    if "readonly" in text:
+        return StoreError(
+            "the store's database is damaged, so it is open read-only; turnback verify says what is damaged"
+        )
     return StoreError(f"the store's database failed: {text}")
 
 
@@ -91,6 +96,7 @@ class Database:
         finally:
             if not durable:
                 self._conn.execute("PRAGMA synchronous=FULL")
+        STEPS.committed()
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
         try:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from turnback.errors import UsageError
+from turnback.errors import StoreError, UsageError
 from turnback.fsio import ensure_private_dir
 from turnback.model import (
     BlobId,
@@ -58,6 +58,12 @@ content of files that AI agents changed, and the trash of undo operations.
 Do not edit it by hand. `turnback verify` checks it; `turnback gc` compacts it.
 trash/ holds plain copies of files that undo operations displaced.
 """
+
+
+def _damaged(error: StoreError) -> bool:
+    """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
+    text = str(error)
+    return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
 
 
 def _state_columns(state: FileState | None) -> tuple[Any, ...]:
@@ -121,9 +127,49 @@ class Store:
         clock: Callable[[], int] = time.time_ns,
         ids: IdSource | None = None,
     ) -> Store:
-        """Open the store in *home*, creating it (folder, database, key) on first use."""
+        """Open the store in *home*, creating it (folder, database, key) on first use.
+
+        A damaged database that SQLite can still read is opened read-only, so
+        ``verify`` can say what is damaged and what is intact still reverts
+        by hand; nothing is ever deleted or rebuilt over it.
+        """
         home = os.path.abspath(home)
         ensure_private_dir(home)
+        try:
+            return cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+        except StoreError as exc:
+            if not _damaged(exc) or not os.path.isfile(os.path.join(home, DB_NAME)):
+                raise
+            unreadable = StoreError(
+                f"the store at {home} is damaged and cannot be read ({str(exc).split(': ', 1)[-1]}); "
+                f"nothing was changed or deleted, and the plain copies in {os.path.join(home, TRASH_DIR)} are intact"
+            )
+            try:
+                db = Database(os.path.join(home, DB_NAME), read_only=True)
+            except StoreError as again:
+                raise unreadable from again
+            try:
+                meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
+                master = keys.master_for_existing_store(
+                    home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
+                )
+                crypto = Crypto(Keys.from_master(master))
+                crypto.verify_key_check(meta["key_check"])
+            except (StoreError, KeyError) as again:
+                db.close()
+                raise unreadable from again
+            return cls(home, db, crypto, clock=clock, ids=ids)
+
+    @classmethod
+    def _open_writable(
+        cls,
+        home: str,
+        *,
+        key_secret: str | None,
+        try_keyring: bool,
+        clock: Callable[[], int],
+        ids: IdSource | None,
+    ) -> Store:
         db = Database(os.path.join(home, DB_NAME))
         try:
             with db.transaction():
