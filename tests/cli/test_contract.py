@@ -202,7 +202,11 @@ def test_a_store_that_is_not_a_database_is_reported(cli, home: Path, sid: str) -
         wal.unlink()
     result = cli("log", "--session", sid)
     assert result.rc == 1
-    assert result.err == "turnback: the store's database failed: file is not a database\n"
+    assert result.err == (
+        f"turnback: the store at {home} is damaged and cannot be read (file is not a database); "
+        f"nothing was changed or deleted, and the plain copies in {home}/trash are intact\n"
+    )
+    assert (home / "turnback.db").read_bytes() == b"this is not a database" * 100  # never deleted or rebuilt
 
 
 @pytest.mark.parametrize(("no_color", "coloured"), [(None, True), ("1", False)])
