@@ -455,8 +455,11 @@ class Engine:
         return CallTarget(self.store, Tree(project.root), project, turn, session.incognito)
 
     def _writable(self, session_id: SessionId, where: tools.Location) -> tools.Location:
-        """*where*, unless the file was reverted since the assistant last read it (then refused)."""
-        if self.store.must_read(session_id, where.recorded):
+        """*where*, unless the file was reverted since the assistant last read it (then refused).
+
+        A file the revert removed has nothing to read: writing it anew is fine.
+        """
+        if self.store.must_read(session_id, where.recorded) and where.tree.lstat(where.rel) is not None:
             raise RefusedError(
                 f"{where.recorded} was reverted since the assistant last read it; read it again first "
                 f"(turnback read {where.recorded}) so the change is made to what it holds now"
@@ -855,7 +858,7 @@ class Engine:
             if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
                 reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
         # Scan now (cheap: the stat cache reads only what changed), so the answer is about the tree as it is.
-        snapshot = commands.scan_project(self.store, project, self._scan_rules(project))
+        snapshot = commands.scan_project(self.store, project, self._scan_rules(project)).snapshot
         outside = self._outside_rules(project)
         for path in commands.named_paths(argv, workdir):
             if commands.is_inside(path, project.root):
@@ -892,6 +895,14 @@ class Engine:
     def call(self, ref: str) -> Call:
         """The call whose id starts with *ref*, with its changes."""
         return self.store.call(CallId(self.store.resolve_id("calls", ref, "call")))
+
+    def missing_input_reason(self, call: Call) -> str:
+        """Why a call has no recorded input."""
+        if self.store.session(call.session_id).incognito:
+            return "not kept: the session is incognito"
+        if any(change.evicted for change in call.changes):
+            return "dropped with the call's copies by the store.max_mib cap"
+        return "no input recorded"
 
     def call_input(self, call: Call) -> str | None:
         """The call's raw arguments, with the contents of files .gitignore ignores left out."""
@@ -1167,6 +1178,11 @@ class Engine:
                 f"the newest operation is an edit and resend ({short_id(op.id)}), which deleted its calls and "
                 "cannot be taken back; what it displaced is in its trash"
             )
+        if op.moves_head and session.head != op.head_to:
+            raise RefusedError(
+                f"the session's head moved since the {op.kind} {short_id(op.id)} (turns were added after it), "
+                "so it cannot be taken back: that would abandon them"
+            )
         project = self.project_of(session)
         plan = plan_redo(self.store, Tree(project.root), session, project, op, op_id=OpId(self.store.new_id()))
         self.store.save_plan(plan)
@@ -1208,7 +1224,10 @@ class Engine:
         """Read a file for the assistant; a file reverted since it last read it may be changed again."""
         project = self.project_of(self.store.session(session_id))
         where = self.locate(project, path, cwd)
-        data = where.tree.read_bytes(where.rel)
+        try:
+            data = where.tree.read_bytes(where.rel)
+        except FileNotFoundError:
+            raise UsageError(f"{where.recorded} does not exist") from None
         with self.store.transaction():
             self.store.mark_read(session_id, where.recorded)
         return data

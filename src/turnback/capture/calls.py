@@ -24,7 +24,9 @@ from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
 from turnback.paths import RelPath, parent_paths
 from turnback.store import Store
 
-MAX_INPUT_TEXT = 64 * 1024
+# A call's input is kept for ``show --input``; the file text it carries is in the copies already, so only
+# its start is kept (it counts towards store.max_mib).
+MAX_INPUT_TEXT = 4 * 1024
 
 
 class CallTarget(NamedTuple):
@@ -75,10 +77,24 @@ def _clip(text: str) -> str:
     return text[:MAX_INPUT_TEXT] + f"… ({len(text) - MAX_INPUT_TEXT} more characters)"
 
 
+def _kept_input(target: CallTarget, raw_input: str | None) -> str | None:
+    """What is kept of a file tool's arguments: nothing in an incognito session (they hold file text)."""
+    if target.incognito or not raw_input:
+        return None
+    return _clip(raw_input)
+
+
 def _content_text(data: bytes) -> str:
-    """The written content as call input text: the first 64 KiB, decoded for display."""
-    shown = data[:MAX_INPUT_TEXT].decode("utf-8", "replace")
-    return shown if len(data) <= MAX_INPUT_TEXT else shown + f"… ({len(data) - MAX_INPUT_TEXT} more bytes)"
+    """The written content as call input text: its start, or what it is when it is not text."""
+    head = data[:MAX_INPUT_TEXT]
+    try:
+        shown = head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if len(data) <= MAX_INPUT_TEXT or exc.start < len(head) - 3:
+            return f"(binary content, {len(data)} bytes)"
+        shown = head[: exc.start].decode("utf-8")  # the clip fell inside a character
+    rest = len(data) - len(shown.encode("utf-8"))
+    return shown + f"… ({rest} more bytes)" if rest else shown
 
 
 def new_folder_state() -> FileState:
@@ -130,7 +146,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
     store = target.store
     with store.transaction():
         changes, act = prepare()
-        call_id = store.create_call(target.turn, tool, _clip(raw_input))
+        call_id = store.create_call(target.turn, tool, _kept_input(target, raw_input))
         change_ids = []
         if not target.incognito:
             for seq, change in enumerate(changes):
@@ -331,7 +347,7 @@ class CallRecorder:
     @classmethod
     def begin(cls, target: CallTarget, tool: str, raw_input: str | None) -> CallRecorder:
         with target.store.transaction():
-            call_id = target.store.create_call(target.turn, tool, _clip(raw_input) if raw_input else None)
+            call_id = target.store.create_call(target.turn, tool, _kept_input(target, raw_input))
         return cls(target, call_id)
 
     def _next_seq(self) -> int:

@@ -31,7 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from typing import IO, NamedTuple
+from typing import IO, Any, NamedTuple
 
 import zstandard
 
@@ -77,42 +77,52 @@ class Watch(NamedTuple):
 
 
 class CallBefore(NamedTuple):
-    """What a command's paths held before it ran: the project's snapshot, and the outside paths it names."""
+    """What a command's paths held before it ran: the project's stat cache, and the outside paths it names."""
 
+    baseline_id: str  # the stat cache the command started from, kept while the command runs
     project: Snapshot
     watches: tuple[Watch, ...]
     outside: Snapshot  # absolute path -> entry, for the copied watches
 
     def encode(self) -> bytes:
-        data = (
-            encode_snapshot(self.project),
-            [(w.path, w.copied, w.reason, w.stamp) for w in self.watches],
-            encode_snapshot(self.outside),
-        )
+        """The command's own part (the project's part is its baseline, stored once as the stat cache)."""
+        data = ([(w.path, w.copied, w.reason, w.stamp) for w in self.watches], encode_snapshot(self.outside))
         return bytes([CALL_SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(marshal.dumps(data))
 
-    @classmethod
-    def decode(cls, data: bytes) -> CallBefore:
+    @staticmethod
+    def _decode(data: bytes) -> tuple[list[tuple[Any, ...]], bytes]:
         if not data or data[0] != CALL_SNAPSHOT_FORMAT:
             raise StoreError("a command's snapshot has a format this turnback does not read")
-        project, watches, outside = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
-        return cls(
-            decode_snapshot(project) or {},
-            tuple(Watch(*w) for w in watches),
-            decode_snapshot(outside) or {},
-        )
+        watches, outside = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+        return watches, outside
+
+    @classmethod
+    def decode(cls, data: bytes, baseline_id: str, project: Snapshot) -> CallBefore:
+        watches, outside = cls._decode(data)
+        return cls(baseline_id, project, tuple(Watch(*w) for w in watches), decode_snapshot(outside) or {})
+
+    @classmethod
+    def decode_outside(cls, data: bytes) -> Snapshot:
+        return decode_snapshot(cls._decode(data)[1]) or {}
 
 
 # -- scanning -----------------------------------------------------------------------------
 
 
-def scan_project(store: Store, project: Project, rules: ScanRules) -> Snapshot:
-    """Scan the project against its stat cache, and keep the result as the new cache."""
+class ProjectScan(NamedTuple):
+    snapshot: Snapshot
+    snapshot_id: str  # the stat cache row that holds it
+
+
+def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectScan:
+    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed)."""
     cached = store.latest_snapshot(project.id)
-    previous = decode_snapshot(cached) if cached else None
+    previous = decode_snapshot(cached[1]) if cached else None
     result = scan_tree(store, project.root, rules, previous, now_ns=time.time_ns())
-    store.save_snapshot(project.id, encode_snapshot(result.snapshot), len(result.snapshot))
-    return result.snapshot
+    if cached is not None and result.snapshot == previous:
+        return ProjectScan(result.snapshot, cached[0])
+    snapshot_id = store.save_snapshot(project.id, encode_snapshot(result.snapshot), len(result.snapshot))
+    return ProjectScan(result.snapshot, snapshot_id)
 
 
 def named_paths(argv: Sequence[str], cwd: str) -> list[str]:
@@ -230,13 +240,21 @@ def start_call(
 ) -> tuple[CallId, CallBefore]:
     """Scan the baseline, copy the outside paths the command names, and record a running call."""
     store = target.store
-    project = scan_project(store, target.project, rules)
+    baseline = scan_project(store, target.project, rules)
     watches, outside = watch_outside(store, named_outside_paths(argv, cwd, target.project.root), outside_rules)
-    before = CallBefore(project, watches, outside)
+    before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
     raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
     with store.transaction():
-        snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(project), purpose="call")
-        call_id = store.create_call(target.turn, "exec", raw_input, kind=kind, snapshot_id=snapshot_id, unasked=unasked)
+        snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(outside), purpose="call")
+        call_id = store.create_call(
+            target.turn,
+            "exec",
+            raw_input,
+            kind=kind,
+            snapshot_id=snapshot_id,
+            baseline_id=baseline.snapshot_id,
+            unasked=unasked,
+        )
     return call_id, before
 
 
@@ -263,7 +281,7 @@ def finish_call(
     error: str | None = None,
 ) -> None:
     """Scan after the command, and record the difference from its snapshot as the call's changes."""
-    after = scan_project(store, project, rules)
+    after = scan_project(store, project, rules).snapshot
     changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
     for change in diff_snapshots(before.project, after):
         changes.append((change.path, _state(change.before), _state(change.after), False, _reason(change)))
@@ -287,11 +305,13 @@ def finish_call(
 
 
 def load_call_before(store: Store, call_id: CallId) -> CallBefore:
-    snapshot_id = store.call_snapshot_id(call_id)
+    snapshot_id, baseline_id = store.call_snapshot_ids(call_id)
     data = store.snapshot(snapshot_id) if snapshot_id else None
-    if data is None:
+    baseline = store.snapshot(baseline_id) if baseline_id else None
+    project = decode_snapshot(baseline) if baseline is not None else None
+    if data is None or baseline_id is None or project is None:
         raise StoreError(f"the snapshot taken before command {call_id[:16]} is missing")
-    return CallBefore.decode(data)
+    return CallBefore.decode(data, baseline_id, project)
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -340,6 +360,7 @@ def stop_process_group(pid: int) -> None:
 __all__ = [
     "CallBefore",
     "OutsideRules",
+    "ProjectScan",
     "Watch",
     "finish_call",
     "is_inside",

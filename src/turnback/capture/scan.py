@@ -41,7 +41,7 @@ RACY_WINDOW_NS = 2_000_000_000
 BATCH_FILES = 256
 BATCH_BYTES = 64 << 20
 READ_ATTEMPTS = 3
-SNAPSHOT_FORMAT = 1
+SNAPSHOT_FORMAT = 2
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -139,11 +139,10 @@ def _entry(
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
-    rows = [
-        (path, e.kind, e.size, e.mtime_ns, e.ctime_ns, e.ino, e.mode, e.blob, e.target, e.reason, e.racy)
-        for path, e in snapshot.items()
-    ]
-    return bytes([SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=3).compress(marshal.dumps(rows))
+    # Paths and entries as two plain lists: marshal and the decoder's Entry._make
+    # then run at C speed, which matters at 100k entries per scan.
+    data = marshal.dumps((list(snapshot), [tuple(entry) for entry in snapshot.values()]))
+    return bytes([SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(data)
 
 
 def decode_snapshot(data: bytes) -> Snapshot | None:
@@ -151,10 +150,10 @@ def decode_snapshot(data: bytes) -> Snapshot | None:
     if not data or data[0] != SNAPSHOT_FORMAT:
         return None
     try:
-        rows = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+        paths, entries = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+        return dict(zip(paths, map(Entry._make, entries), strict=True))
     except (ValueError, EOFError, TypeError, zstandard.ZstdError):
         return None
-    return {row[0]: Entry(*row[1:]) for row in rows}
 
 
 class ScanRules(NamedTuple):

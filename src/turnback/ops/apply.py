@@ -236,6 +236,11 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
         if plan.status == "done":
             raise NothingToDoError(f"operation {plan.id[:16]} was already applied")
         resumed = plan.status == "applying"
+        if not resumed and store.op_evicted(plan.id):
+            raise RefusedError(
+                f"the preview {short_id(plan.id)} is too old: the store cap dropped the copies it needs. "
+                "Nothing was changed: plan again"
+            )
         refuse_if_busy(store, plan.session_id)
         with store.transaction():
             if plan.moves_head and not resumed:
@@ -298,6 +303,10 @@ def _finish_operation(store: Store, plan: Plan) -> tuple[str, ...]:
         head = store.session(plan.session_id).head
         if head != plan.head_to:  # a resumed run may have moved it already
             return ("the session's head moved while this applied, so it was not moved",)
+    if plan.kind == "resend":
+        parent = f"turn {store.turn(plan.head_to).number}" if plan.head_to else "the start"
+        count = len(plan.turn_ids)
+        return (f"resent: {count} turn{'s' if count != 1 else ''} taken away; the next turn continues from {parent}",)
     return ()
 
 

@@ -1,13 +1,16 @@
 """Keeping the store within its bounds: the size caps, gc, verify, deleting a session.
 
-Copies kept for reverting (the states calls recorded, and what operations
-displaced, for redo) count towards ``store.max_mib``; when over, the oldest
-calls' copies are dropped first, and those changes show "can no longer be
-reverted". The stat caches' copies count towards ``snapshot.max_mib``; over
-it, the oldest entries' copies are dropped and those files are left out of
-the next snapshot (and said so). A copy that a planned or applying
-operation needs, or that a running command's snapshot holds, is never
-dropped.
+What is kept for reverting counts towards ``store.max_mib``: the states calls
+recorded, the calls' recorded input (a write's text), and what operations
+displaced (for redo). When over, the oldest of those go first, calls and
+operations by age: a call's changes then show "can no longer be reverted"
+and its input is dropped; an operation can no longer be taken back. The stat
+caches' copies count towards ``snapshot.max_mib``; over it, the oldest
+entries' copies are dropped and those files are left out of the next
+snapshot (and said so). A copy that an applying operation or a recent
+preview (``PLAN_KEEP_NS``) needs, or that a running command's snapshot
+holds, is never dropped; an older preview loses its copies and must be
+planned again.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from turnback.store.crypto import ID_LEN
 VACUUM_FREE_BYTES = 8 << 20
 VACUUM_FREE_SHARE = 0.25
 SNAPSHOT_DROPPED = "over snapshot.max_mib ({mib} MiB): its copy was dropped, oldest first"
+PLAN_KEEP_NS = 3600 * 10**9  # a preview holds its copies this long; applied later, it is refused (plan again)
 
 
 def _children(store: Store, blob_ids: Iterable[bytes]) -> set[bytes]:
@@ -58,10 +62,8 @@ def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
             from turnback.capture.commands import CallBefore  # the command layer's own format
 
             with contextlib.suppress(StoreError):
-                before = CallBefore.decode(data)
-                for entry in (*before.project.values(), *before.outside.values()):
-                    if entry.blob:
-                        running.add(entry.blob)
+                outside = CallBefore.decode_outside(data)  # the project's part is a stat cache, kept above
+                running.update(entry.blob for entry in outside.values() if entry.blob)
         del project_id
     return cache, running
 
@@ -71,11 +73,14 @@ def _column_blobs(store: Store, sql: str, params: tuple[object, ...] = ()) -> se
 
 
 def _pending_op_blobs(store: Store) -> set[bytes]:
+    """Copies an applying operation or a recent preview needs."""
+    recent = store.now() - PLAN_KEEP_NS
+    where = "ops.evicted=0 AND (ops.status='applying' OR (ops.status='planned' AND ops.created_at>=?))"
     return _column_blobs(
         store,
-        "SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE ops.status IN ('planned', 'applying')"
-        " UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
-        " WHERE ops.status IN ('planned', 'applying')",
+        f"SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}"
+        f" UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}",
+        (recent, recent),
     )
 
 
@@ -93,6 +98,7 @@ class Reclaimed:
     bytes: int = 0
     vacuumed: bool = False
     evicted_calls: list[str] = field(default_factory=list)
+    evicted_ops: list[str] = field(default_factory=list)
     dropped_cache_entries: int = 0
 
 
@@ -122,15 +128,34 @@ def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
 _KEPT_SQL = (
     "SELECT before_blob FROM changes WHERE evicted=0 AND before_blob IS NOT NULL"
     " UNION SELECT after_blob FROM changes WHERE evicted=0 AND after_blob IS NOT NULL"
-    " UNION SELECT expect_blob FROM op_rows WHERE expect_blob IS NOT NULL"
-    " UNION SELECT target_blob FROM op_rows WHERE target_blob IS NOT NULL"
+    " UNION SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
+    " WHERE ops.evicted=0 AND expect_blob IS NOT NULL"
+    " UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
+    " WHERE ops.evicted=0 AND target_blob IS NOT NULL"
 )
 
 
 def kept_bytes(store: Store) -> int:
-    """The file text kept for reverting: the content size of every copy a change or an operation needs."""
-    row = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({_KEPT_SQL})")
-    return int(row[0])
+    """What is kept for reverting: the content size of every copy a change or an operation needs, and the
+    calls' recorded input."""
+    copies = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({_KEPT_SQL})")[0]
+    inputs = store.db.one("SELECT COALESCE(SUM(length(input_enc)), 0) FROM calls WHERE input_enc IS NOT NULL")[0]
+    return int(copies) + int(inputs)
+
+
+def _cap_candidates(store: Store) -> list[tuple[str, str]]:
+    """What the store cap may drop, oldest first: ("call", id) for a call's copies and input, ("op", id)
+    for an operation's copies (an applied one's, or an old preview's)."""
+    calls = store.db.all(
+        "SELECT started_at, id FROM calls WHERE input_enc IS NOT NULL"
+        " OR EXISTS(SELECT 1 FROM changes WHERE changes.call_id = calls.id AND changes.evicted=0)"
+    )
+    ops = store.db.all(
+        "SELECT created_at, id FROM ops WHERE evicted=0 AND (status='done' OR (status='planned' AND created_at<?))",
+        (store.now() - PLAN_KEEP_NS,),
+    )
+    found = [(at, "call", call_id) for at, call_id in calls] + [(at, "op", op_id) for at, op_id in ops]
+    return [(kind, item_id) for _, kind, item_id in sorted(found)]
 
 
 def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
@@ -141,27 +166,30 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
         _, running = _snapshot_blobs(store)
         protected |= running
         if kept_bytes(store) > max_bytes:
-            for (call_id,) in store.db.all(
-                "SELECT DISTINCT calls.id FROM calls JOIN changes ON changes.call_id = calls.id"
-                " WHERE changes.evicted=0 ORDER BY calls.rowid"
-            ):
-                blobs = _column_blobs(
-                    store,
-                    "SELECT before_blob FROM changes WHERE call_id=?"
-                    " UNION SELECT after_blob FROM changes WHERE call_id=?",
-                    (call_id, call_id),
-                )
-                if blobs & protected:
-                    continue
-                store.db.execute("UPDATE changes SET evicted=1 WHERE call_id=?", (call_id,))
-                result.evicted_calls.append(call_id)
+            for kind, item_id in _cap_candidates(store):
+                if kind == "op":
+                    store.db.execute("UPDATE ops SET evicted=1 WHERE id=?", (item_id,))
+                    result.evicted_ops.append(item_id)
+                else:
+                    blobs = _column_blobs(
+                        store,
+                        "SELECT before_blob FROM changes WHERE call_id=? AND evicted=0"
+                        " UNION SELECT after_blob FROM changes WHERE call_id=? AND evicted=0",
+                        (item_id, item_id),
+                    )
+                    if blobs & protected:
+                        continue
+                    store.db.execute("UPDATE changes SET evicted=1 WHERE call_id=?", (item_id,))
+                    store.db.execute("UPDATE calls SET input_enc=NULL WHERE id=?", (item_id,))
+                    if blobs:
+                        result.evicted_calls.append(item_id)
                 if kept_bytes(store) <= max_bytes:
                     break
         for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'"):
             result.dropped_cache_entries += _cap_cache(
                 store, ProjectId(project_id), snapshot_max_bytes, snapshot_mib, protected
             )
-    if result.evicted_calls or result.dropped_cache_entries:
+    if result.evicted_calls or result.evicted_ops or result.dropped_cache_entries:
         reclaimed = gc(store)
         result.blobs, result.bytes, result.vacuumed = reclaimed.blobs, reclaimed.bytes, reclaimed.vacuumed
     return result
@@ -169,8 +197,8 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
 
 def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
     """Drop the oldest copies a project's stat cache holds beyond *max_bytes*; the files become uncovered."""
-    data = store.latest_snapshot(project_id)
-    snapshot = decode_snapshot(data) if data else None
+    cached = store.latest_snapshot(project_id)
+    snapshot = decode_snapshot(cached[1]) if cached else None
     if not snapshot:
         return 0
     sizes: dict[bytes, int] = {}

@@ -41,6 +41,7 @@ from turnback.store import Store
 UNDO_CONFLICT = "changed after the turn; --force overwrites it"
 ROLLBACK_CONFLICT = "changed after the turn; a rollback leaves it as it is"
 RESEND_CONFLICT = "changed since the call, so it cannot be reverted; --anyway drops its copy"
+RESEND_ANYWAY_CONFLICT = "changed since the call, so it is left as it is and its copy dropped"
 REDO_CONFLICT = "changed since the operation; taking it back would overwrite that, so it is left as it is"
 ALREADY_REDONE = "already holds what the operation displaced"
 CUT_SHORT_ROLLBACK = "the call may be cut short, so what it wrote is unknown; a rollback leaves it as it is"
@@ -532,7 +533,7 @@ def plan_resend(
             project,
             dropped,
             force=False,
-            conflict_reason=lambda _change: RESEND_CONFLICT,
+            conflict_reason=lambda _change: RESEND_ANYWAY_CONFLICT if mode == "anyway" else RESEND_CONFLICT,
             cut_short_reason=CUT_SHORT_REVERT.split(";")[0],
         )
         rows = [row for row in rows if row.ref is None]  # resend takes back files, as Revert does

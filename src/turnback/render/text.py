@@ -162,6 +162,8 @@ def result_lines(result: OpResult) -> list[str]:
         if result.trash_dir and not trashed:
             line += f"; what was replaced is in {result.trash_dir}/"
         lines.append(line)
+    elif plan.kind == "resend":
+        lines.append("no file was reverted")
     else:
         lines.append(f"{plan.kind} changed nothing")
     lines.extend(result.notes)

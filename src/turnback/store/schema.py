@@ -168,6 +168,12 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE calls ADD COLUMN external_id BLOB",
         "CREATE INDEX calls_by_external_id ON calls(external_id)",
     ],
+    # 5: a command's snapshot names its stat cache instead of a copy; the store cap drops operations' copies
+    [
+        "ALTER TABLE calls ADD COLUMN baseline_id TEXT",
+        # an operation whose copies the store cap dropped: it can no longer be taken back (or, planned, applied)
+        "ALTER TABLE ops ADD COLUMN evicted INTEGER NOT NULL DEFAULT 0",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

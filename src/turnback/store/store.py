@@ -556,13 +556,14 @@ class Store:
         *,
         kind: CallKind = "tool",
         snapshot_id: str | None = None,
+        baseline_id: str | None = None,
         unasked: bool = False,
     ) -> CallId:
         call_id = CallId(self.new_id())
         self.db.execute(
             "INSERT INTO calls(id, turn_id, session_id, tool, input_enc, status, started_at, kind, snapshot_id,"
-            " unasked)"
-            " VALUES(?,?,?,?,?,?,?,?,?,?)",
+            " baseline_id, unasked)"
+            " VALUES(?,?,?,?,?,?,?,?,?,?,?)",
             (
                 call_id,
                 turn.id,
@@ -573,6 +574,7 @@ class Store:
                 self.now(),
                 kind,
                 snapshot_id,
+                baseline_id,
                 int(unasked),
             ),
         )
@@ -623,9 +625,10 @@ class Store:
         )
         return [self._call_from_row(row) for row in rows]
 
-    def call_snapshot_id(self, call_id: CallId) -> str | None:
-        row = self.db.one("SELECT snapshot_id FROM calls WHERE id=?", (call_id,))
-        return None if row is None else row[0]
+    def call_snapshot_ids(self, call_id: CallId) -> tuple[str | None, str | None]:
+        """A command's own snapshot and the stat cache it started from."""
+        row = self.db.one("SELECT snapshot_id, baseline_id FROM calls WHERE id=?", (call_id,))
+        return (None, None) if row is None else (row[0], row[1])
 
     def add_change(
         self,
@@ -1043,7 +1046,7 @@ class Store:
             )
 
     def take_notices(self, session_id: SessionId) -> list[tuple[str, str]]:
-        """The session's pending notices, each delivered once."""
+        """The session's pending notices, each delivered once (and a notice said twice, once)."""
         with self.transaction():
             rows = self.db.all(
                 "SELECT id, body_enc FROM notices WHERE session_id=? AND delivered=0 ORDER BY id", (session_id,)
@@ -1054,7 +1057,8 @@ class Store:
             path, text = json.loads(
                 self.crypto.open(bytes(body), f"notices:{notice_id}".encode()).decode("utf-8", "surrogateescape")
             )
-            items.append((path, text))
+            if (path, text) not in items:
+                items.append((path, text))
         return items
 
     def must_read(self, session_id: SessionId, path: str) -> bool:
@@ -1068,6 +1072,11 @@ class Store:
             "DELETE FROM must_read WHERE session_id=? AND path_id=?", (session_id, self.path_id(session_id, path))
         )
 
+    def op_evicted(self, op_id: OpId) -> bool:
+        """Whether the store cap dropped the copies of operation *op_id*."""
+        row = self.db.one("SELECT evicted FROM ops WHERE id=?", (op_id,))
+        return bool(row and row[0])
+
     def ops_in_status(self, session_id: SessionId, status: OpStatus) -> list[OpId]:
         rows = self.db.all("SELECT id FROM ops WHERE session_id=? AND status=? ORDER BY id", (session_id, status))
         return [OpId(row[0]) for row in rows]
@@ -1077,9 +1086,10 @@ class Store:
     def save_snapshot(self, project_id: ProjectId, data: bytes, entries: int, *, purpose: str = "cache") -> str:
         """Keep a tree snapshot (opaque, compressed by the caller).
 
-        ``cache``: the project's stat cache; older caches are dropped.
-        ``call``: what a command's paths held before it ran; dropped once no
-        running call names it.
+        ``cache``: the project's stat cache; older caches are dropped once no
+        running command started from them.
+        ``call``: what a command's outside paths held before it ran; dropped
+        once the command has ended.
         """
         snapshot_id = self.new_id()
         with self.transaction():
@@ -1096,7 +1106,8 @@ class Store:
             )
             self.db.execute(
                 "DELETE FROM snapshots WHERE project_id=? AND id<>? AND (purpose<>'cache' OR ?='cache')"
-                " AND id NOT IN (SELECT snapshot_id FROM calls WHERE status='running' AND snapshot_id IS NOT NULL)",
+                " AND id NOT IN (SELECT snapshot_id FROM calls WHERE status='running' AND snapshot_id IS NOT NULL)"
+                " AND id NOT IN (SELECT baseline_id FROM calls WHERE status='running' AND baseline_id IS NOT NULL)",
                 (project_id, snapshot_id, purpose),
             )
         return snapshot_id
@@ -1105,14 +1116,14 @@ class Store:
         row = self.db.one("SELECT data_enc FROM snapshots WHERE id=?", (snapshot_id,))
         return None if row is None else self.crypto.open(bytes(row[0]), f"snapshots:{snapshot_id}".encode())
 
-    def latest_snapshot(self, project_id: ProjectId) -> bytes | None:
-        """The project's stat cache, if it has one."""
+    def latest_snapshot(self, project_id: ProjectId) -> tuple[str, bytes] | None:
+        """The project's stat cache (its id and data), if it has one."""
         row = self.db.one(
             "SELECT id, data_enc FROM snapshots WHERE project_id=? AND purpose='cache'"
             " ORDER BY created_at DESC, id DESC LIMIT 1",
             (project_id,),
         )
-        return None if row is None else self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode())
+        return None if row is None else (row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()))
 
     def put_content(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         return self.blobs.put_chunks(chunks)

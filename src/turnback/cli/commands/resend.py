@@ -48,7 +48,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.mode is None:
         out.lines(text.plan_lines(plan, engine.load, diff_limit=0))
         out.line("nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway")
-        out.json({"files": files_data, **data.plan_data(plan, applied=False)})
+        out.json({"files": files_data, **data.plan_data(plan, applied=False), "resent": False})
         return 0
     result = engine.apply(plan)
     out.lines(text.result_lines(result))

@@ -39,7 +39,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if not (status.running or status.busy or status.commands or interrupted):
         out.line("idle: nothing runs, nothing is unfinished")
     out.line(
-        f"copies kept for reverting: {human_size(status.kept_bytes)} (store.max_mib {engine.config.store_max_mib})"
+        f"kept for reverting (copies and call input): {human_size(status.kept_bytes)}"
+        f" (store.max_mib {engine.config.store_max_mib})"
     )
     out.json(
         {
