@@ -15,35 +15,79 @@ The public surface. Front ends (CLI, hooks, MCP) import only from here::
 
 from __future__ import annotations
 
-from turnback.engine import CallHandle, Engine
-from turnback.errors import (
-    BlobCorruptError,
-    BusyError,
-    KeyUnavailableError,
-    NothingToDoError,
-    RefusedError,
-    SchemaTooNewError,
-    StoreError,
-    TurnbackError,
-    UnsafePathError,
-    UsageError,
-)
-from turnback.model import (
-    Call,
-    Change,
-    FileState,
-    OpResult,
-    Plan,
-    PlanRow,
-    Project,
-    Session,
-    Turn,
-    TurnSummary,
-    short_id,
-)
-from turnback.store.home import default_home, env_key_secret, env_no_color, env_session, keyring_allowed
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnback.engine import CallHandle, Engine
+    from turnback.errors import (
+        BlobCorruptError,
+        BusyError,
+        KeyUnavailableError,
+        NothingToDoError,
+        RefusedError,
+        SchemaTooNewError,
+        StoreError,
+        TurnbackError,
+        UnsafePathError,
+        UsageError,
+    )
+    from turnback.home import default_home, env_key_secret, env_no_color, env_session, keyring_allowed
+    from turnback.model import (
+        Call,
+        Change,
+        FileState,
+        OpResult,
+        Plan,
+        PlanRow,
+        Project,
+        Session,
+        Turn,
+        TurnSummary,
+        short_id,
+    )
 
 __version__ = "0.1.0"
+
+# Each name is loaded on first use: a hook for an event it ignores, which an agent waits for, pays for none.
+_HOMES = {
+    "turnback.engine": ("CallHandle", "Engine"),
+    "turnback.errors": (
+        "BlobCorruptError",
+        "BusyError",
+        "KeyUnavailableError",
+        "NothingToDoError",
+        "RefusedError",
+        "SchemaTooNewError",
+        "StoreError",
+        "TurnbackError",
+        "UnsafePathError",
+        "UsageError",
+    ),
+    "turnback.home": ("default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"),
+    "turnback.model": (
+        "Call",
+        "Change",
+        "FileState",
+        "OpResult",
+        "Plan",
+        "PlanRow",
+        "Project",
+        "Session",
+        "Turn",
+        "TurnSummary",
+        "short_id",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'turnback' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
 
 
 def open(home: str | None = None, *, confined: bool = False) -> Engine:
@@ -53,6 +97,9 @@ def open(home: str | None = None, *, confined: bool = False) -> Engine:
     file or the OS keyring (``TURNBACK_NO_KEYRING=1`` leaves the keyring out).
     *confined*: file tools refuse paths outside the project whatever the mode.
     """
+    from turnback.engine import Engine
+    from turnback.home import default_home, env_key_secret, keyring_allowed
+
     return Engine.open(
         home or default_home(), key_secret=env_key_secret(), try_keyring=keyring_allowed(), confined=confined
     )

@@ -72,14 +72,42 @@ class CallHandle:
     def _path(self, path: str) -> tools.Location:
         return self._engine.locate(self._recorder.target.project, path, self._cwd)
 
+    def _link_target(self, where: tools.Location, link: str | None) -> tools.Location | None:
+        """Where the link *where* (pointing at *link*) leads, when a write through it can land there."""
+        if link is None:
+            return None
+        folder = os.path.dirname(os.path.join(where.tree.root, where.rel))
+        try:
+            target = self._path(os.path.realpath(os.path.join(folder, link)))
+        except TurnbackError:
+            return None  # the store, or outside a confined root: nothing there is written through it
+        return target if target.recorded != where.recorded else None
+
     def before(self, path: str) -> None:
-        self._recorder.before(self._path(path))
+        """Keep what *path* holds; when it is a link, what it leads to as well (a harness may write through it)."""
+        where = self._path(path)
+        self._recorder.before(where)
+        entry = where.tree.lstat(where.rel)
+        if entry is not None and entry.is_symlink:
+            target = self._link_target(where, os.readlink(os.path.join(where.tree.root, where.rel)))
+            if target is not None:
+                self._recorder.before(target)
 
     def after(self, path: str) -> None:
-        self._recorder.after(self._path(path))
+        """Record what *path* (and, when it was a link, what it led to) holds after the write."""
+        where = self._path(path)
+        was = self._recorder.recorded_before(where)
+        self._recorder.after(where)
+        target = self._link_target(where, was.target if was is not None and was.kind == "symlink" else None)
+        if target is not None and self._recorder.recorded_before(target) is not None:
+            self._recorder.after(target)
 
-    def end(self, *, failed: str | None = None) -> Call:
-        self._recorder.finish(failed=failed)
+    def end(self, *, failed: str | None = None, after: Sequence[str] = ()) -> Call:
+        """End the call; *after*: paths to record :meth:`after` for first, in the same write."""
+        with self._engine.store.transaction():
+            for path in after:
+                self.after(path)
+            self._recorder.finish(failed=failed)
         return self._engine.call(self.id)
 
     def __enter__(self) -> CallHandle:
@@ -305,16 +333,18 @@ class Engine:
 
         with session_apply_lock(self.store, session_id, wait_s=TURN_WAIT_S):
             pass
-        running = live_running_turns(self.store, session_id)
-        if running:
-            raise BusyError(
-                f"turn {running[-1].number} is still running in this session; end it first (turnback turn end)"
-            )
         pid = holder_pid if holder_pid is not None else os.getpid()
         project = self.project_of(self.store.session(session_id))
-        return self.store.create_turn(
-            session_id, message, holder_pid=pid, holder_start=process_start(pid), refs=git.read_refs(project.root)
-        )
+        refs = git.read_refs(project.root)
+        with self.store.transaction():  # the check and the new turn in one write: two begins cannot both pass
+            running = live_running_turns(self.store, session_id)
+            if running:
+                raise BusyError(
+                    f"turn {running[-1].number} is still running in this session; end it first (turnback turn end)"
+                )
+            return self.store.create_turn(
+                session_id, message, holder_pid=pid, holder_start=process_start(pid), refs=refs
+            )
 
     def start_turn(
         self,
@@ -427,7 +457,7 @@ class Engine:
         real = os.path.join(os.path.realpath(parent), name) if name else absolute
         store_home = self._real_home
         if real == store_home or real.startswith(store_home + os.sep):
-            raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never write")
+            raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never touch")
         root = project.root.rstrip("/")
         if absolute == root or real == root:
             raise UsageError(f"{path} is the project root itself, not a file in it")
@@ -525,16 +555,22 @@ class Engine:
         *,
         cwd: str | None = None,
         external_id: tuple[str, str] | None = None,
+        before: Sequence[str] = (),
     ) -> CallHandle:
         """Start a call whose files the harness writes itself (see :class:`CallHandle`).
 
         *external_id* (harness, id), e.g. a tool use id, lets another process find the call again.
+        *before*: paths to record :meth:`CallHandle.before` for now, in the same write (one fsync, not three:
+        a hook's agent waits for it).
         """
         text = raw_input if isinstance(raw_input, str) or raw_input is None else json.dumps(raw_input)
-        handle = CallHandle(self, CallRecorder.begin(self._target(session_id), tool, text), cwd)
-        if external_id is not None:
-            with self.store.transaction():
+        target = self._target(session_id)
+        with self.store.transaction():
+            handle = CallHandle(self, CallRecorder.begin(target, tool, text), cwd)
+            if external_id is not None:
                 self.store.set_call_external_id(handle.id, self.store.external_id(*external_id))
+            for path in before:
+                handle.before(path)
         return handle
 
     def external_call(self, session_id: SessionId, harness: str, external: str) -> Call | None:

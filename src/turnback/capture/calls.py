@@ -380,6 +380,13 @@ class CallRecorder:
                 )
                 seq += 1
 
+    def recorded_before(self, where: Location) -> FileState | None:
+        """What ``before`` kept of *where* in this call, if it was called."""
+        for change in self.target.store.changes_of_call(self.id):
+            if change.path == where.recorded:
+                return change.before
+        return None
+
     def after(self, where: Location) -> None:
         """Record what the path (and the folders ``before`` found missing) holds after the write."""
         if self.target.incognito:

@@ -66,12 +66,16 @@ class _Hook:
 
     def running_turn(self, session: Any) -> Any:
         """The running turn; one begun now if the prompt's event was missed (a hook installed mid-session)."""
-        from turnback.errors import RefusedError
+        from turnback.errors import BusyError, RefusedError
 
         try:
             return self.engine.running_turn(session.id)
         except RefusedError:
+            pass
+        try:
             return self.engine.begin_turn(session.id, None, holder_pid=_claude_pid())
+        except BusyError:  # another hook of the same moment began it first: join that turn
+            return self.engine.running_turn(session.id)
 
     # -- events ------------------------------------------------------------------------
 
@@ -105,10 +109,14 @@ class _Hook:
                 return None
             session = self.session()
             self.running_turn(session)
-            handle = self.engine.begin_call(
-                session.id, tool, tool_input, cwd=self.cwd, external_id=(HARNESS, use_id) if use_id else None
+            self.engine.begin_call(
+                session.id,
+                tool,
+                tool_input,
+                cwd=self.cwd,
+                external_id=(HARNESS, use_id) if use_id else None,
+                before=[path],
             )
-            handle.before(path)
         elif tool in SHELL_TOOLS:
             command = tool_input.get("command")
             if not isinstance(command, str) or not command:
@@ -138,9 +146,7 @@ class _Hook:
             tool_input = self.event.get("tool_input") or {}
             path = tool_input.get(FILE_TOOLS[tool]) if isinstance(tool_input, dict) else None
             handle = self.engine.resume_call(call.id, cwd=self.cwd)
-            if isinstance(path, str) and path:
-                handle.after(path)
-            handle.end(failed=error)
+            handle.end(failed=error, after=[path] if isinstance(path, str) and path else [])
         elif call.kind == "command":
             self.engine.finish_command(call.id, error=error)
         return None
@@ -219,9 +225,11 @@ def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: I
         if not isinstance(event, dict):
             print("turnback: the hook event is not a JSON object; ignored", file=stderr)
             return 0
-        handler = _HANDLERS.get(str(event.get("hook_event_name") or ""))
-        if handler is None:
-            return 0
+        name = str(event.get("hook_event_name") or "")
+        handler = _HANDLERS.get(name)
+        tool = str(event.get("tool_name") or "")
+        if handler is None or ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS):
+            return 0  # before the store is opened: a Read or a Grep costs the agent no more than Python's start
         import turnback
 
         home = turnback.default_home()

@@ -77,6 +77,12 @@ class Tools:
         self.session = session
         self.root = root
         self.gap_s = gap_s
+        home = os.path.realpath(engine.home)
+        inside = home.startswith(root.rstrip("/") + "/")
+        self._store_rel = home[len(root.rstrip("/")) + 1 :] if inside else None  # never listed, walked or searched
+
+    def _hidden(self, rel: str) -> bool:
+        return os.path.basename(rel) == ".git" or rel == self._store_rel
 
     def _call(self, work: Any) -> Any:
         """Run *work* inside a tool turn; turnback's refusals become tool errors the model reads."""
@@ -132,7 +138,8 @@ class Tools:
                 raise ToolError(f"edit {number}: the old text occurs {count} times in {path}; give more of it")
             text = text.replace(old, new, 1)
         edited = text.encode("utf-8", "surrogateescape")
-        diff = _unified(path, original, edited)
+        rel = self._where(path)[1]
+        diff = _unified(str(rel) if rel else path, original, edited)
         if dryRun:
             return diff
         self._call(
@@ -163,13 +170,17 @@ class Tools:
             entries = tree.list_folder(rel)
         except (OSError, TurnbackError) as exc:
             raise ToolError(f"cannot list {path}: {exc}") from exc
-        return "\n".join(f"{'[DIR]' if entry.is_dir else '[FILE]'} {name}" for name, entry in entries)
+        return "\n".join(
+            f"{'[DIR]' if entry.is_dir else '[FILE]'} {name}"
+            for name, entry in entries
+            if not self._hidden(f"{rel}/{name}" if rel else name)
+        )
 
     def _tree(self, tree: Any, rel: Any, exclude: list[str]) -> list[dict[str, Any]]:
         nodes = []
         for name, entry in tree.list_folder(rel):
             child = f"{rel}/{name}" if rel else name
-            if name == ".git" or any(fnmatch.fnmatch(child, p) or fnmatch.fnmatch(name, p) for p in exclude):
+            if self._hidden(child) or any(fnmatch.fnmatch(child, p) or fnmatch.fnmatch(name, p) for p in exclude):
                 continue
             if entry.is_dir:
                 nodes.append({"name": name, "type": "directory", "children": self._tree(tree, child, exclude)})
@@ -196,7 +207,7 @@ class Tools:
         def walk(folder: Any) -> None:
             for name, entry in tree.list_folder(folder):
                 child = f"{folder}/{name}" if folder else name
-                if name == ".git" or any(fnmatch.fnmatch(child, p) for p in exclude):
+                if self._hidden(child) or any(fnmatch.fnmatch(child, p) for p in exclude):
                     continue
                 if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(child, pattern) or pattern.lower() in name.lower():
                     found.append(os.path.join(self.root, child))

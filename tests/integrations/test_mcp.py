@@ -1,0 +1,228 @@
+"""``turnback mcp --root DIR`` driven by the official MCP SDK client over stdio, as an MCP host would."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+from tests.conftest import cli_env, run_cli, tree_state
+
+mcp = pytest.importorskip("mcp")
+
+from mcp import ClientSession, StdioServerParameters  # noqa: E402
+from mcp.client.stdio import stdio_client  # noqa: E402
+
+T = TypeVar("T")
+
+TOOLS = {
+    "read_text_file",
+    "write_file",
+    "edit_file",
+    "create_directory",
+    "list_directory",
+    "directory_tree",
+    "move_file",
+    "search_files",
+    "get_file_info",
+    "list_allowed_directories",
+    "delete_file",
+    "run_command",
+}
+
+
+def serve(home: Path, project: Path, errlog: Path, body: Callable[[ClientSession], Awaitable[T]]) -> T:
+    """Start ``turnback mcp --root PROJECT``, initialize a client session, run *body*, and shut it down."""
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "turnback", "mcp", "--root", str(project)],
+        env=cli_env(home),
+        cwd=str(project),
+    )
+
+    async def main() -> T:
+        with errlog.open("a") as log:
+            async with stdio_client(params, errlog=log) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    return await asyncio.wait_for(body(session), timeout=120)
+
+    return asyncio.run(main())
+
+
+def is_error(result: Any) -> bool:
+    flag = getattr(result, "is_error", None)
+    if flag is None:
+        flag = getattr(result, "isError", None)
+    return bool(flag)
+
+
+async def ok(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert not is_error(result), (tool, text)
+    assert isinstance(text, str)
+    return text
+
+
+async def refused(session: ClientSession, tool: str, **arguments: Any) -> str:
+    result = await session.call_tool(tool, arguments)
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert is_error(result), (tool, text)
+    assert isinstance(text, str)
+    return text
+
+
+def test_the_tools_are_exactly_the_filesystem_servers_plus_delete_and_run(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    async def body(session: ClientSession) -> set[str]:
+        listed = await session.list_tools()
+        return {tool.name for tool in listed.tools}
+
+    assert serve(home, project, tmp_path / "server.err", body) == TOOLS
+
+
+def test_changes_through_the_tools_are_undone_byte_for_byte(home: Path, project: Path, tmp_path: Path) -> None:
+    start = tree_state(project)
+    main_py = project / "src" / "main.py"
+
+    async def body(session: ClientSession) -> None:
+        assert (await ok(session, "list_allowed_directories")).splitlines()[-1] == str(project)
+        wrote = await ok(session, "write_file", path="notes/todo.txt", content="one\ntwo\n")
+        assert wrote.startswith("Successfully wrote to notes/todo.txt")
+        assert (project / "notes" / "todo.txt").read_bytes() == b"one\ntwo\n"
+
+        edits = [{"oldText": "print('hi')", "newText": "print('hello')"}]
+        preview = await ok(session, "edit_file", path="src/main.py", edits=edits, dryRun=True)
+        assert preview.splitlines()[:2] == ["--- a/src/main.py", "+++ b/src/main.py"]
+        assert "-print('hi')" in preview.splitlines() and "+print('hello')" in preview.splitlines()
+        assert main_py.read_bytes() == b"import pkg\n\nprint('hi')\n"
+        edited = await ok(session, "edit_file", path="src/main.py", edits=edits)
+        assert edited == preview
+        assert main_py.read_bytes() == b"import pkg\n\nprint('hello')\n"
+
+        assert (await ok(session, "move_file", source="docs/guide.md", destination="docs/moved.md")).startswith(
+            "Successfully moved"
+        )
+        assert not (project / "docs" / "guide.md").exists()
+        assert (project / "docs" / "moved.md").read_bytes() == b"no final newline"
+        await ok(session, "create_directory", path="build/out")
+        assert (project / "build" / "out").is_dir()
+        await ok(session, "delete_file", path="run.sh")
+        assert not (project / "run.sh").exists()
+
+        ran = await ok(
+            session, "run_command", command="echo ran; printf 'three\\n' >> notes/todo.txt; printf 'x\\n' > made.txt"
+        )
+        lines = ran.splitlines()
+        assert lines[0] == "ran", ran
+        assert "(exit status 0)" in lines, ran
+        assert lines[-1].startswith("changed notes/todo.txt +1 -0"), ran
+        assert "new made.txt" in lines[-1], ran
+
+        # the server is idle between calls: the user's undo is not refused as busy
+        preview_undo = run_cli(home, "undo", "--dry-run", cwd=project)
+        assert preview_undo.rc == 0, preview_undo
+        assert "busy" not in preview_undo.err and "running" not in preview_undo.err
+        applied = run_cli(home, "undo", "--yes", cwd=project)
+        assert applied.rc == 0, applied
+        assert tree_state(project) == start
+
+        # the next call starts a new turn (the undone one is not reopened); while a call runs, undo waits
+        running = asyncio.create_task(
+            ok(session, "run_command", command="printf 'later\\n' > later.txt; sleep 2.5; echo done")
+        )
+        await asyncio.sleep(0.5)
+        during = await asyncio.to_thread(run_cli, home, "undo", "--dry-run", cwd=project)
+        assert during.rc == 3, during
+        assert "later.txt" in (await running).splitlines()[-1]
+        after = run_cli(home, "undo", "--yes", cwd=project)
+        assert after.rc == 0, after
+        assert tree_state(project) == start
+
+    serve(home, project, tmp_path / "server.err", body)
+    assert tree_state(project) == start
+
+
+def test_paths_outside_the_root_and_the_store_are_refused(home: Path, project: Path, tmp_path: Path) -> None:
+    start = tree_state(project)
+    outside = tmp_path / "outside.txt"
+    store_file = home / "planted.txt"
+
+    async def body(session: ClientSession) -> None:
+        await ok(session, "list_directory", path=".")  # the store exists once the server runs
+        assert "outside the allowed folder" in await refused(session, "write_file", path=str(outside), content="x")
+        assert "outside the allowed folder" in await refused(session, "write_file", path="../x", content="x")
+        assert "outside the allowed folder" in await refused(
+            session, "move_file", source="README.md", destination="../moved.md"
+        )
+        assert "outside the allowed folder" in await refused(session, "create_directory", path="../newdir")
+        assert "turnback's store" in await refused(session, "write_file", path=str(store_file), content="x")
+        assert "turnback's store" in await refused(session, "create_directory", path=str(home / "sub"))
+        assert "turnback's store" in await refused(session, "delete_file", path=str(home / "turnback.db"))
+        missing = await refused(session, "edit_file", path="README.md", edits=[{"oldText": "absent", "newText": "x"}])
+        assert "not in README.md" in missing
+
+    serve(home, project, tmp_path / "server.err", body)
+    assert not outside.exists()
+    assert not (tmp_path / "x").exists() and not (tmp_path / "moved.md").exists() and not (tmp_path / "newdir").exists()
+    assert not store_file.exists() and not (home / "sub").exists() and (home / "turnback.db").exists()
+    assert tree_state(project) == start
+    log = run_cli(home, "log", "--json", cwd=project)
+    assert log.rc == 0, log
+    assert all(not turn["calls"] for turn in log.json()["turns"])  # type: ignore[attr-defined]
+
+
+def test_a_store_inside_the_root_is_refused_too(project: Path, tmp_path: Path) -> None:
+    home = project / ".turnback-store"
+
+    async def body(session: ClientSession) -> None:
+        for tool, arguments in (
+            ("write_file", {"path": ".turnback-store/planted", "content": "x"}),
+            ("write_file", {"path": ".turnback-store/turnback.db", "content": "x"}),
+            ("create_directory", {"path": ".turnback-store/sub"}),
+            ("move_file", {"source": "README.md", "destination": ".turnback-store/README.md"}),
+            ("delete_file", {"path": ".turnback-store/turnback.db"}),
+            ("read_text_file", {"path": ".turnback-store/turnback.db"}),
+        ):
+            assert "turnback's store" in await refused(session, tool, **arguments)
+
+    before = sorted(p.name for p in project.iterdir())
+    serve(home, project, tmp_path / "server.err", body)
+    assert not (home / "planted").exists() and not (home / "sub").exists() and not (home / "README.md").exists()
+    assert (project / "README.md").exists()
+    assert sorted(p.name for p in project.iterdir()) == sorted([*before, ".turnback-store"])
+
+
+def test_listings_do_not_walk_into_a_store_inside_the_root(project: Path, tmp_path: Path) -> None:
+    home = project / ".turnback-store"
+
+    async def body(session: ClientSession) -> tuple[str, str, str]:
+        listed = await session.call_tool("list_directory", {"path": ".turnback-store"})
+        assert is_error(listed)
+        tree = await ok(session, "directory_tree", path=".")
+        found = await ok(session, "search_files", path=".", pattern="turnback")
+        return listed.content[0].text, tree, found  # type: ignore[union-attr]
+
+    _, tree, found = serve(home, project, tmp_path / "server.err", body)
+    assert "turnback.db" not in tree, tree
+    assert "turnback.db" not in found, found
+
+
+def test_the_diff_of_an_edit_by_absolute_path_names_the_file_in_the_root(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    main_py = project / "src" / "main.py"
+
+    async def body(session: ClientSession) -> str:
+        edits = [{"oldText": "print('hi')", "newText": "print('hello')"}]
+        return await ok(session, "edit_file", path=str(main_py), edits=edits, dryRun=True)
+
+    preview = serve(home, project, tmp_path / "server.err", body)
+    assert main_py.read_bytes() == b"import pkg\n\nprint('hi')\n"
+    assert preview.splitlines()[:2] == ["--- a/src/main.py", "+++ b/src/main.py"], preview
