@@ -44,11 +44,13 @@ from turnback.store import Store
 if TYPE_CHECKING:  # imported where used: a hook process imports only what its event needs
     from turnback.capture import commands
     from turnback.capture.scan import ScanRules
+    from turnback.capture.watch import WatcherStatus
     from turnback.config import Config
     from turnback.ops import maintenance
     from turnback.render.summary import NetChange
 
 TURN_WAIT_S = 60.0
+WATCH_START_S = 10.0
 _CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
 
 
@@ -925,6 +927,73 @@ class Engine:
         if process_alive(call.pid, pid_start):
             commands.stop_process_group(call.pid)
         return call
+
+    # -- the watcher ------------------------------------------------------------------------
+
+    def watched_project(self, path: str) -> Project:
+        """The registered project holding *path*."""
+        project = self.store.project_containing(os.path.realpath(path))
+        if project is None:
+            raise UsageError(f"{path} is in no turnback project; run turnback init there first")
+        return project
+
+    def watch_start(self, project: Project) -> int:
+        """Start the project's watcher as a detached process; returns its pid once it answers.
+
+        It keeps the paths changed since each scan, so a scan visits only those.
+        """
+        import subprocess
+
+        from turnback.capture import commands, watch
+        from turnback.capture.inotify import Inotify
+
+        running = watch.watcher_status(self.home, project.id)
+        if running is not None:
+            raise RefusedError(f"a watcher already runs for {project.root} (pid {running.pid})")
+        Inotify().close()  # refuse here, not in a detached process, where inotify is missing
+        os.makedirs(watch.watch_dir(self.home), mode=0o700, exist_ok=True)
+        log_path = os.path.join(watch.watch_dir(self.home), f"{project.id}.log")
+        with open(log_path, "ab") as log:
+            proc = commands.spawn_helper(self.home, ["_watch-tree", project.id], cwd=project.root, output=log)
+        deadline = time.monotonic() + WATCH_START_S
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                with open(log_path, "rb") as log:
+                    last = (log.read().decode("utf-8", "replace").strip().splitlines() or ["no reason given"])[-1]
+                raise RefusedError(f"the watcher for {project.root} did not start: {last}")
+            status = watch.watcher_status(self.home, project.id)
+            if status is not None and status.pid == proc.pid:
+                return proc.pid
+            time.sleep(0.02)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.terminate()
+            proc.wait(1)
+        raise RefusedError(f"the watcher for {project.root} did not answer within {WATCH_START_S:.0f} s; stopped it")
+
+    def run_watcher(self, project_id: ProjectId) -> None:
+        """Be the project's watcher until stopped (the detached process ``watch_start`` begins)."""
+        from turnback.capture import watch
+
+        project = self.project(project_id)
+        rules = self._scan_rules(project)
+        watch.run_watcher(self.home, project.id, project.root, rules.skip)
+
+    def watch_status(self, project: Project) -> WatcherStatus | None:
+        """The project's running watcher, if there is one."""
+        from turnback.capture import watch
+
+        return watch.watcher_status(self.home, project.id)
+
+    def watch_stop(self, project: Project) -> int | None:
+        """Stop the project's watcher; its pid, or ``None`` when none ran."""
+        from turnback.capture import watch
+
+        pid = watch.stop_watcher(self.home, project.id)
+        if pid is not None:
+            deadline = time.monotonic() + WATCH_START_S
+            while process_alive(pid, None) and time.monotonic() < deadline:
+                time.sleep(0.02)
+        return pid
 
     # -- calls -----------------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from typing import IO, Any, NamedTuple
 
 import zstandard
 
+from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
 from turnback.capture.scan import (
     Entry,
@@ -45,6 +46,7 @@ from turnback.capture.scan import (
     diff_snapshots,
     encode_snapshot,
     folder_fingerprint,
+    rescan_tree,
     scan_tree,
 )
 from turnback.errors import StoreError
@@ -115,13 +117,25 @@ class ProjectScan(NamedTuple):
 
 
 def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectScan:
-    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed)."""
+    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
+
+    When the project's watcher knows what changed since the cache was taken,
+    only those paths are visited; otherwise every path is.
+    """
     cached = store.latest_snapshot(project.id)
-    previous = decode_snapshot(cached[1]) if cached else None
-    result = scan_tree(store, project.root, rules, previous, now_ns=time.time_ns())
-    if cached is not None and result.snapshot == previous:
-        return ProjectScan(result.snapshot, cached[0])
-    snapshot_id = store.save_snapshot(project.id, encode_snapshot(result.snapshot), len(result.snapshot))
+    previous = decode_snapshot(cached.data) if cached else None
+    answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
+    now_ns = time.time_ns()
+    result = None
+    if answer is not None and answer.paths is not None and previous is not None:
+        result = rescan_tree(store, project.root, rules, previous, answer.paths, now_ns=now_ns)
+    if result is None:
+        result = scan_tree(store, project.root, rules, previous, now_ns=now_ns)
+    token = answer.token if answer is not None else None
+    if cached is not None and result.snapshot == previous and token == cached.watch_token:
+        return ProjectScan(result.snapshot, cached.id)
+    encoded = encode_snapshot(result.snapshot)
+    snapshot_id = store.save_snapshot(project.id, encoded, len(result.snapshot), watch_token=token)
     return ProjectScan(result.snapshot, snapshot_id)
 
 

@@ -346,9 +346,14 @@ class _Scanner:
         return folders
 
     def walk(self, root: str) -> None:
-        """Depth first, holding one open folder per level."""
-        root_fd = os.open(root, _DIR_FLAGS)
-        stack: list[tuple[int, str, Iterator[str]]] = [(root_fd, "", iter(self._list(root_fd, "")))]
+        self.walk_from(os.open(root, _DIR_FLAGS), "")
+
+    def walk_from(self, folder_fd: int, prefix: str) -> None:
+        """Everything below the open folder *folder_fd* (at *prefix*), depth first, one open folder per level.
+
+        Takes *folder_fd* over: it is closed when done.
+        """
+        stack: list[tuple[int, str, Iterator[str]]] = [(folder_fd, prefix, iter(self._list(folder_fd, prefix)))]
         try:
             while stack:
                 fd, prefix, folders = stack[-1]
@@ -384,6 +389,111 @@ def scan_tree(
     scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only, root)
     try:
         scanner.walk(root)
+    except BaseException as exc:
+        writer.abort(exc)
+        raise
+    writer.commit()
+    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
+
+
+class _NotKnown(Exception):
+    """A partial scan met something only a full scan answers (an unreadable folder on the way)."""
+
+
+def _open_folder(root_fd: int, rel: str) -> int | None:
+    """The folder *rel* below *root_fd*, opened without following a link; ``None`` when it is not there."""
+    fd = os.dup(root_fd)
+    for name in rel.split("/") if rel else ():
+        try:
+            sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                return None
+            raise _NotKnown from exc
+        os.close(fd)
+        fd = sub
+    return fd
+
+
+def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules) -> dict[str, bool]:
+    """The paths a partial scan visits (and whether all below each, too) for the paths a watcher reports.
+
+    A path below a folder the snapshot does not list as a folder (a new one,
+    an excluded one whose fingerprint it keeps) makes that folder the unit;
+    racy files are read again as a full scan would.
+    """
+    units: dict[str, bool] = {}
+    for path, deep in changed.items():
+        parts = path.split("/")
+        if not path or ".git" in parts or any("/".join(parts[:i]) in rules.skip for i in range(1, len(parts) + 1)):
+            continue
+        unit = path
+        for i in range(1, len(parts)):
+            entry = previous.get("/".join(parts[:i]))
+            if entry is None or entry.kind != "dir":
+                unit, deep = "/".join(parts[:i]), True
+                break
+        units[unit] = units.get(unit, False) or deep
+    for path, entry in previous.items():
+        if entry.racy:
+            units.setdefault(path, False)
+    return units
+
+
+def _below(path: str, folders: set[str]) -> bool:
+    while "/" in path:
+        path = path.rsplit("/", 1)[0]
+        if path in folders:
+            return True
+    return False
+
+
+def rescan_tree(
+    store: Store, root: str, rules: ScanRules, previous: Snapshot, changed: dict[str, bool], *, now_ns: int
+) -> ScanResult | None:
+    """*previous* brought up to date by visiting only *changed* (path: whether all below it too), as a
+    watcher reports them; ``None`` when only a full scan can tell."""
+    units = _units(previous, changed, rules)
+    writer = _BatchedWriter(store)
+    scanner = _Scanner(rules, previous, writer.put, now_ns, None, root)
+    scanner.snapshot = dict(previous)
+    cleared: set[str] = set()  # folders whose earlier contents go: gone, no longer folders, or walked anew
+    walks: list[str] = []
+    try:
+        root_fd = os.open(root, _DIR_FLAGS)
+        try:
+            for unit in sorted(units, key=lambda p: (p.count("/"), p)):  # outermost first
+                if _below(unit, cleared):
+                    continue  # inside a folder walked whole
+                old = scanner.snapshot.pop(unit, None)
+                parent, _, name = unit.rpartition("/")
+                parent_fd = _open_folder(root_fd, parent)
+                if parent_fd is None:
+                    cleared.add(unit)
+                    continue
+                try:
+                    scanner._scan_entry(parent_fd, name, unit)
+                finally:
+                    os.close(parent_fd)
+                new = scanner.snapshot.get(unit)
+                if new is None or new.kind != "dir":
+                    cleared.add(unit)
+                elif units[unit] or old is None or old.kind != "dir":
+                    cleared.add(unit)
+                    walks.append(unit)
+            if cleared:
+                for path in [p for p in scanner.snapshot if _below(p, cleared)]:
+                    del scanner.snapshot[path]
+            for unit in walks:
+                folder_fd = _open_folder(root_fd, unit)
+                if folder_fd is not None:
+                    scanner.walk_from(folder_fd, unit + "/")
+        finally:
+            os.close(root_fd)
+    except _NotKnown:
+        writer.commit()
+        return None
     except BaseException as exc:
         writer.abort(exc)
         raise
@@ -430,5 +540,6 @@ __all__ = [
     "diff_snapshots",
     "encode_snapshot",
     "folder_fingerprint",
+    "rescan_tree",
     "scan_tree",
 ]

@@ -55,6 +55,7 @@ from turnback.cli.commands import (
     turn,
     undo,
     verify,
+    watch,
     write,
 )
 
@@ -94,9 +95,11 @@ COMMANDS: dict[str, ModuleType] = {
     "install": install,
     "uninstall": install,
     "mcp": mcp,
+    "watch": watch,
     "demo": demo,
     "_job": runner,
     "_watch": runner,
+    "_watch-tree": watch,
 }
 
 EXIT_UNEXPECTED = 70

@@ -198,7 +198,7 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
 def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
     """Drop the oldest copies a project's stat cache holds beyond *max_bytes*; the files become uncovered."""
     cached = store.latest_snapshot(project_id)
-    snapshot = decode_snapshot(cached[1]) if cached else None
+    snapshot = decode_snapshot(cached.data) if cached else None
     if not snapshot:
         return 0
     sizes: dict[bytes, int] = {}

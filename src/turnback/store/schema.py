@@ -174,6 +174,10 @@ MIGRATIONS: list[list[str]] = [
         # an operation whose copies the store cap dropped: it can no longer be taken back (or, planned, applied)
         "ALTER TABLE ops ADD COLUMN evicted INTEGER NOT NULL DEFAULT 0",
     ],
+    # 6: the watcher's token a stat cache was taken at (not secret: a process id, a random word, a number)
+    [
+        "ALTER TABLE snapshots ADD COLUMN watch_token TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,7 +12,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from turnback.errors import StoreError, UsageError
 from turnback.fsio import ensure_private_dir
@@ -94,6 +94,12 @@ def state_from_json(data: dict[str, Any] | None) -> FileState | None:
         mode=data.get("mode"),
         target=data.get("target"),
     )
+
+
+class CachedSnapshot(NamedTuple):
+    id: str
+    data: bytes
+    watch_token: str | None  # the watcher's token the scan was taken at, if a watcher answered
 
 
 class Store:
@@ -1083,7 +1089,15 @@ class Store:
 
     # -- tree snapshots (the stat cache) ----------------------------------------------------
 
-    def save_snapshot(self, project_id: ProjectId, data: bytes, entries: int, *, purpose: str = "cache") -> str:
+    def save_snapshot(
+        self,
+        project_id: ProjectId,
+        data: bytes,
+        entries: int,
+        *,
+        purpose: str = "cache",
+        watch_token: str | None = None,
+    ) -> str:
         """Keep a tree snapshot (opaque, compressed by the caller).
 
         ``cache``: the project's stat cache; older caches are dropped once no
@@ -1094,7 +1108,8 @@ class Store:
         snapshot_id = self.new_id()
         with self.transaction():
             self.db.execute(
-                "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc) VALUES(?,?,?,?,?,?)",
+                "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc, watch_token)"
+                " VALUES(?,?,?,?,?,?,?)",
                 (
                     snapshot_id,
                     project_id,
@@ -1102,6 +1117,7 @@ class Store:
                     self.now(),
                     entries,
                     self.crypto.seal(data, f"snapshots:{snapshot_id}".encode()),
+                    watch_token,
                 ),
             )
             self.db.execute(
@@ -1116,17 +1132,19 @@ class Store:
         row = self.db.one("SELECT data_enc FROM snapshots WHERE id=?", (snapshot_id,))
         return None if row is None else self.crypto.open(bytes(row[0]), f"snapshots:{snapshot_id}".encode())
 
-    def latest_snapshot(self, project_id: ProjectId) -> tuple[str, bytes] | None:
-        """The project's stat cache (its id and data), if it has one."""
+    def latest_snapshot(self, project_id: ProjectId) -> CachedSnapshot | None:
+        """The project's stat cache, if it has one."""
         row = self.db.one(
-            "SELECT id, data_enc FROM snapshots WHERE project_id=? AND purpose='cache'"
+            "SELECT id, data_enc, watch_token FROM snapshots WHERE project_id=? AND purpose='cache'"
             " ORDER BY created_at DESC, id DESC LIMIT 1",
             (project_id,),
         )
-        return None if row is None else (row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()))
+        if row is None:
+            return None
+        return CachedSnapshot(row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()), row[2])
 
     def put_content(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         return self.blobs.put_chunks(chunks)
 
 
-__all__ = ["DB_NAME", "Store", "state_from_json", "state_to_json"]
+__all__ = ["DB_NAME", "CachedSnapshot", "Store", "state_from_json", "state_to_json"]

@@ -1,0 +1,320 @@
+"""The watcher: the paths changed in a project since each scan, as git's fsmonitor keeps them.
+
+``turnback watch start`` runs one watcher per project. It watches every
+folder of the project (never ``.git``, never turnback's own store) with
+inotify, and numbers each change it sees. A scan asks it over a Unix
+socket in the store folder (mode 0700: only its owner can ask): "what
+changed since token T?" The watcher first reads every event queued so far
+(inotify queues an event while the changing call runs, so a command that
+has ended has all its events queued), then answers with the paths and a new
+token; the scan then visits only those paths.
+
+The answer is "I do not know" (and the scan visits everything) when the
+watcher was not running at T (the token names another watcher), when the
+kernel dropped events since (queue overflow), when it holds too many
+paths, or when it could not watch a folder (``fs.inotify.max_user_watches``).
+A change is never missed because the watcher was away.
+
+Limits: writes through ``mmap`` and changes made on another machine (a
+network file system) make no inotify event; a project where those happen
+should not run the watcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import secrets
+import selectors
+import signal
+import socket
+import stat
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+from turnback.capture import inotify
+from turnback.procs import process_alive, process_start
+
+WATCH_FOLDER = "watch"
+MAX_CHANGED = 200_000  # paths kept; past it, a scan since an older token visits everything
+ASK_TIMEOUT_S = 2.0
+_REQUEST_LIMIT = 4096
+
+
+class WatchAnswer(NamedTuple):
+    """A watcher's answer: the token that names this moment, and what changed since the asked one.
+
+    *paths* maps each changed path to whether everything below it must be
+    visited too (a folder that appeared); ``None`` when the watcher does not
+    know (the scan visits everything).
+    """
+
+    token: str
+    paths: dict[str, bool] | None
+    reason: str | None  # why the watcher does not know, when it does not
+    folders: int  # how many folders it watches
+
+
+class WatcherStatus(NamedTuple):
+    pid: int
+    folders: int
+    reason: str | None  # why scans visit everything even so, if they do (beyond a first scan)
+
+
+def watch_dir(home: str) -> str:
+    return os.path.join(home, WATCH_FOLDER)
+
+
+def _names(project_id: str) -> tuple[str, str, str]:
+    return f"{project_id}.sock", f"{project_id}.pid", f"{project_id}.lock"
+
+
+@contextlib.contextmanager
+def _short_path(folder: str, name: str) -> Iterator[str]:
+    """A path to *name* in *folder* that fits a Unix socket address (108 bytes) however deep the store is."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{name}"
+    finally:
+        os.close(fd)
+
+
+# -- asking a watcher (the scan's side) ---------------------------------------------------
+
+
+def ask(home: str, project_id: str, since: str | None) -> WatchAnswer | None:
+    """What the project's watcher saw since the token *since*; ``None`` when no watcher answers."""
+    folder = watch_dir(home)
+    sock_name = _names(project_id)[0]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as client, _short_path(folder, sock_name) as path:
+            client.settimeout(ASK_TIMEOUT_S)
+            client.connect(path)
+            client.sendall(json.dumps({"since": since}).encode() + b"\n")
+            data = b""
+            while chunk := client.recv(1 << 20):
+                data += chunk
+        reply = json.loads(data)
+        paths = reply["paths"]
+        return WatchAnswer(
+            str(reply["token"]),
+            None if paths is None else {str(path): bool(deep) for path, deep in paths},
+            reply["reason"],
+            int(reply["folders"]),
+        )
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # no watcher, a dead one, or a stranger: the scan visits everything
+
+
+def watcher_status(home: str, project_id: str) -> WatcherStatus | None:
+    """The project's running watcher, if there is one."""
+    try:
+        with open(os.path.join(watch_dir(home), _names(project_id)[1])) as handle:
+            pid, start = (int(value) for value in handle.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    if not process_alive(pid, start):
+        return None
+    answer = ask(home, project_id, None)
+    if answer is None:
+        return WatcherStatus(pid, 0, "it does not answer")
+    return WatcherStatus(pid, answer.folders, answer.reason)
+
+
+def stop_watcher(home: str, project_id: str) -> int | None:
+    """Stop the project's watcher; returns its pid, or ``None`` when none ran."""
+    status = watcher_status(home, project_id)
+    if status is None:
+        return None
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(status.pid, signal.SIGTERM)
+    return status.pid
+
+
+# -- the watcher (its own process) ----------------------------------------------------------
+
+
+class _Watcher:
+    def __init__(self, root: str, skip: frozenset[str]):
+        self.root = root.rstrip("/") or "/"
+        self.skip = skip  # folders never watched: turnback's store when it is inside the project
+        self.notify = inotify.Inotify()
+        self.instance = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self.seq = 0
+        self.floor = 1  # a token below it asks across lost events: answered "I do not know"
+        self.changed: dict[str, tuple[int, bool]] = {}
+        self.folder_of: dict[int, str] = {}
+        self.watch_of: dict[str, int] = {}
+        self.broken: str | None = None  # why nothing can be known any more (the root went away)
+        self.partial: str | None = None  # why some folder is not watched
+        self.add_tree("")
+        self.floor = self.seq + 1  # what changed while the first watches were set up is not known
+
+    def _ignored(self, rel: str) -> bool:
+        return rel.split("/")[-1] == ".git" or rel in self.skip
+
+    def add_tree(self, rel: str) -> None:
+        """Watch the folder *rel* and every folder below it (links are not followed)."""
+        pending = [rel]
+        while pending:
+            folder = pending.pop()
+            full = os.path.join(self.root, folder) if folder else self.root
+            try:
+                wd = self.notify.add_watch(full)
+            except OSError as exc:
+                if exc.errno in (errno.ENOSPC, errno.ENOMEM):
+                    self.partial = (
+                        f"the system's inotify watch limit (fs.inotify.max_user_watches) is reached at "
+                        f"{len(self.watch_of)} folders"
+                    )
+                elif exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                    self.partial = f"cannot watch {folder or 'the project root'}: {exc.strerror}"
+                continue  # gone or replaced since it was listed: its removal is an event of its own
+            self.folder_of[wd] = folder
+            self.watch_of[folder] = wd
+            try:
+                with os.scandir(full) as listing:
+                    for entry in listing:
+                        child = f"{folder}/{entry.name}" if folder else entry.name
+                        if entry.is_dir(follow_symlinks=False) and not self._ignored(child):
+                            pending.append(child)
+            except OSError:
+                continue
+
+    def _forget_tree(self, rel: str) -> None:
+        prefix = rel + "/"
+        for folder in [f for f in self.watch_of if f == rel or f.startswith(prefix)]:
+            wd = self.watch_of.pop(folder)
+            self.folder_of.pop(wd, None)
+            self.notify.rm_watch(wd)
+
+    def _mark(self, rel: str, deep: bool) -> None:
+        self.seq += 1
+        previous = self.changed.get(rel)
+        self.changed[rel] = (self.seq, deep or (previous is not None and previous[1]))
+        if len(self.changed) > MAX_CHANGED:
+            self.changed.clear()
+            self.floor = self.seq + 1
+
+    def drain(self) -> None:
+        """Take in every event queued so far."""
+        for event in self.notify.read():
+            if event.mask & inotify.IN_Q_OVERFLOW:
+                self.seq += 1
+                self.floor = self.seq + 1
+                continue
+            folder = self.folder_of.get(event.wd)
+            if folder is None:
+                continue  # a watch already forgotten
+            if event.mask & inotify.IN_IGNORED:
+                if self.watch_of.get(folder) == event.wd:
+                    del self.watch_of[folder]
+                del self.folder_of[event.wd]
+                continue
+            if not event.name:  # about the watched folder itself
+                if event.mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_UNMOUNT) and not folder:
+                    self.broken = "the project folder was moved or deleted"
+                self._mark(folder, deep=False)
+                continue
+            name = os.fsdecode(event.name)
+            rel = f"{folder}/{name}" if folder else name
+            if self._ignored(rel):
+                continue
+            is_dir = bool(event.mask & inotify.IN_ISDIR)
+            if is_dir and event.mask & inotify.IN_MOVED_FROM:
+                self._forget_tree(rel)
+            appeared = is_dir and event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO)
+            if appeared:
+                self.add_tree(rel)
+            self._mark(rel, deep=bool(appeared))
+
+    def answer(self, since: object) -> dict[str, Any]:
+        self.drain()
+        reply: dict[str, Any] = {
+            "token": f"{self.instance}:{self.seq}",
+            "paths": None,
+            "reason": self.broken or self.partial,
+            "folders": len(self.watch_of),
+        }
+        instance, _, seq = since.rpartition(":") if isinstance(since, str) else ("", "", "")
+        if reply["reason"] is None and instance == self.instance and seq.isdigit() and int(seq) >= self.floor - 1:
+            after = int(seq)
+            reply["paths"] = [[path, deep] for path, (at, deep) in self.changed.items() if at > after]
+        return reply
+
+
+def _serve_client(watcher: _Watcher, client: socket.socket) -> None:
+    client.settimeout(ASK_TIMEOUT_S)
+    data = b""
+    while b"\n" not in data and len(data) < _REQUEST_LIMIT:
+        chunk = client.recv(_REQUEST_LIMIT)
+        if not chunk:
+            break
+        data += chunk
+    try:
+        since = json.loads(data).get("since")
+    except (ValueError, AttributeError):
+        return
+    client.sendall(json.dumps(watcher.answer(since)).encode())
+
+
+def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, on_ready: Any = None) -> None:
+    """Watch *root* until SIGTERM or SIGINT, answering scans; one watcher per project (a lock says so)."""
+    folder = watch_dir(home)
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    sock_name, pid_name, lock_name = _names(project_id)
+    lock_fd = os.open(os.path.join(folder, lock_name), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    try:
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FileExistsError(errno.EEXIST, "a watcher already runs for this project") from None
+        watcher = _Watcher(root, skip)
+        stopping = False
+
+        def stop(_signum: int, _frame: object) -> None:
+            nonlocal stopping
+            stopping = True
+
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(folder, sock_name))
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        with _short_path(folder, sock_name) as path:
+            server.bind(path)
+        os.chmod(os.path.join(folder, sock_name), stat.S_IRUSR | stat.S_IWUSR)
+        server.listen(16)
+        pid_path = os.path.join(folder, pid_name)
+        with open(pid_path + ".tmp", "w") as handle:
+            handle.write(f"{os.getpid()} {process_start(os.getpid())}\n")
+        os.replace(pid_path + ".tmp", pid_path)
+        if on_ready is not None:
+            on_ready(watcher.partial)
+        selector = selectors.DefaultSelector()
+        selector.register(server, selectors.EVENT_READ, "client")
+        selector.register(watcher.notify.fd, selectors.EVENT_READ, "events")
+        try:
+            while not stopping and watcher.broken is None:
+                for key, _ in selector.select(timeout=1.0):
+                    if key.data == "events":
+                        watcher.drain()
+                        continue
+                    client, _ = server.accept()
+                    with client, contextlib.suppress(OSError):
+                        _serve_client(watcher, client)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(os.path.join(folder, sock_name))
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(pid_path)
+            server.close()
+            watcher.notify.close()
+    finally:
+        os.close(lock_fd)
+
+
+__all__ = ["WatchAnswer", "WatcherStatus", "ask", "run_watcher", "stop_watcher", "watch_dir", "watcher_status"]
