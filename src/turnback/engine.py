@@ -928,6 +928,12 @@ class Engine:
             commands.stop_process_group(call.pid)
         return call
 
+    def adopt_git_objects(self, project_id: ProjectId) -> int:
+        """Copy into the store the git objects the project's first snapshot stands on (see ``gitindex``)."""
+        from turnback.capture import commands
+
+        return commands.adopt_git_objects(self.store, self.project(project_id))
+
     # -- the watcher ------------------------------------------------------------------------
 
     def watched_project(self, path: str) -> Project:

@@ -21,6 +21,7 @@ change there is recorded as not covered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import marshal
 import os
@@ -30,11 +31,12 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import IO, Any, NamedTuple
 
 import zstandard
 
+from turnback.capture import gitindex
 from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
 from turnback.capture.scan import (
@@ -50,12 +52,15 @@ from turnback.capture.scan import (
     scan_tree,
 )
 from turnback.errors import StoreError
-from turnback.model import ABSENT, Call, CallId, CallKind, FileState, Project
+from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Project
 from turnback.paths import RelPath
 from turnback.procs import process_alive
 from turnback.store import Store
 
 WATCH_POLL_S = 0.2
+ADOPT_BATCH_BYTES = 64 << 20
+ADOPT_ROUND_FILES = 5000
+GIT_OBJECT_GONE = "its content was a git object that is gone (git gc?), so no copy was kept"
 CALL_SNAPSHOT_FORMAT = 1
 
 
@@ -130,13 +135,87 @@ def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectSca
     if answer is not None and answer.paths is not None and previous is not None:
         result = rescan_tree(store, project.root, rules, previous, answer.paths, now_ns=now_ns)
     if result is None:
-        result = scan_tree(store, project.root, rules, previous, now_ns=now_ns)
+        index = gitindex.read_index(project.root) if previous is None else None  # a first snapshot reads no file
+        result = scan_tree(store, project.root, rules, previous, now_ns=now_ns, git_index=index)
     token = answer.token if answer is not None else None
     if cached is not None and result.snapshot == previous and token == cached.watch_token:
         return ProjectScan(result.snapshot, cached.id)
     encoded = encode_snapshot(result.snapshot)
     snapshot_id = store.save_snapshot(project.id, encoded, len(result.snapshot), watch_token=token)
+    if previous is None and any(entry.git_oid for entry in result.snapshot.values()):
+        spawn_helper(store.home, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
     return ProjectScan(result.snapshot, snapshot_id)
+
+
+def copy_git_objects(store: Store, root: str, oids: Iterable[str]) -> dict[str, BlobId]:
+    """Copy git objects into the store; the content id of each (one that is gone is left out)."""
+    copied: dict[str, BlobId] = {}
+    batch = 0
+    with contextlib.ExitStack() as stack:
+        for oid, data in gitindex.read_objects(root, oids):
+            if data is None:
+                continue
+            if batch == 0:
+                stack.enter_context(store.transaction())
+            copied[oid] = store.put_content([data])[0]
+            batch += len(data) + 1
+            if batch > ADOPT_BATCH_BYTES:
+                stack.close()
+                batch = 0
+    return copied
+
+
+def _with_git_copies(store: Store, root: str, snapshot: Snapshot, paths: Iterable[str]) -> Snapshot:
+    """*snapshot* with the entries at *paths* whose content is a git object made stored copies (or uncovered)."""
+    entries = {path: snapshot[path] for path in paths if path in snapshot and snapshot[path].git_oid}
+    if not entries:
+        return snapshot
+    copied = copy_git_objects(store, root, (entry.git_oid or "" for entry in entries.values()))
+    updated = dict(snapshot)
+    for path, entry in entries.items():
+        blob = copied.get(entry.git_oid or "")
+        if blob is not None:
+            updated[path] = entry._replace(blob=blob, target=None)
+        else:
+            updated[path] = entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
+    return updated
+
+
+def adopt_git_objects(store: Store, project: Project) -> int:
+    """Copy into the store the git objects the project's stat cache still stands on; how many were copied.
+
+    Rounds of ``ADOPT_ROUND_FILES``; each round's copies go into the newest cache in one
+    write, so a scan that saved a cache meanwhile loses nothing (and a later round adopts it).
+    """
+    adopted = 0
+    while True:
+        cached = store.latest_snapshot(project.id)
+        snapshot = decode_snapshot(cached.data) if cached else None
+        if not snapshot:
+            return adopted
+        pending = [(path, entry.git_oid) for path, entry in snapshot.items() if entry.git_oid][:ADOPT_ROUND_FILES]
+        if not pending:
+            return adopted
+        copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid))
+        with store.transaction():
+            newest = store.latest_snapshot(project.id)
+            current = decode_snapshot(newest.data) if newest else None
+            if current is None:
+                return adopted
+            for path, oid in pending:
+                entry = current.get(path)
+                if entry is None or entry.git_oid != oid:
+                    continue  # rescanned since: the scan decided what it holds
+                blob = copied.get(oid or "")
+                current[path] = (
+                    entry._replace(blob=blob, target=None)
+                    if blob is not None
+                    else entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
+                )
+                adopted += 1
+            store.save_snapshot(
+                project.id, encode_snapshot(current), len(current), watch_token=newest.watch_token if newest else None
+            )
 
 
 def named_paths(argv: Sequence[str], cwd: str) -> list[str]:
@@ -297,7 +376,13 @@ def finish_call(
     """Scan after the command, and record the difference from its snapshot as the call's changes."""
     after = scan_project(store, project, rules).snapshot
     changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
-    for change in diff_snapshots(before.project, after):
+    differences = diff_snapshots(before.project, after)
+    if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):
+        touched = [change.path for change in differences]
+        baseline = _with_git_copies(store, project.root, before.project, touched)
+        now = _with_git_copies(store, project.root, after, touched)
+        differences = [TreeChange(c.path, baseline.get(c.path), now.get(c.path)) for c in differences]
+    for change in differences:
         changes.append((change.path, _state(change.before), _state(change.after), False, _reason(change)))
     for watch in before.watches:
         if watch.copied:
@@ -376,6 +461,8 @@ __all__ = [
     "OutsideRules",
     "ProjectScan",
     "Watch",
+    "adopt_git_objects",
+    "copy_git_objects",
     "finish_call",
     "is_inside",
     "load_call_before",

@@ -86,7 +86,7 @@ class _Outcome(NamedTuple):
 # -- running git -----------------------------------------------------------------------------
 
 
-def _git_env() -> dict[str, str]:
+def git_env() -> dict[str, str]:
     env = {
         name: value for name, value in os.environ.items() if not name.startswith("GIT_") or name in _KEPT_GIT_VARIABLES
     }
@@ -118,7 +118,7 @@ def _git(root: str, args: Sequence[str], *, gdir: str | None = None) -> subproce
             command,
             stdin=subprocess.DEVNULL,
             capture_output=True,
-            env=_git_env(),
+            env=git_env(),
             cwd=root,
             check=False,
         )
@@ -332,7 +332,7 @@ def _transaction(
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            env=_git_env(),
+            env=git_env(),
             cwd=root,
         )
     except OSError as exc:
@@ -501,7 +501,7 @@ def ignored_paths(root: str, paths: Sequence[str], *, scratch_git_dir: str) -> s
             command,
             input=b"".join(os.fsencode(path) + b"\0" for path in paths),
             capture_output=True,
-            env=_git_env(),
+            env=git_env(),
             cwd=root,
             check=False,
         )

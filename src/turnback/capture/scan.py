@@ -33,6 +33,7 @@ from typing import Literal, NamedTuple
 
 import zstandard
 
+from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, object_for
 from turnback.globs import folder_matches, glob_matches
 from turnback.model import BlobId, FileState
 from turnback.store import Store
@@ -71,12 +72,21 @@ class Entry(NamedTuple):
             st.st_mode,
         )
 
+    @property
+    def git_oid(self) -> str | None:
+        """The git object a file's content is, while it is not copied into the store yet."""
+        if self.kind == "file" and self.target is not None and self.target.startswith(GIT_PREFIX):
+            return self.target[len(GIT_PREFIX) :]
+        return None
+
     def same_content(self, other: Entry) -> bool:
         """Whether *other* holds the same thing (what a change is made of, not when it was stat'ed)."""
         if self.kind != other.kind:
             return False
         if self.kind == "file":
-            return self.blob == other.blob and stat.S_IMODE(self.mode) == stat.S_IMODE(other.mode)
+            return (self.blob, self.target) == (other.blob, other.target) and stat.S_IMODE(self.mode) == stat.S_IMODE(
+                other.mode
+            )
         if self.kind == "symlink":
             return self.target == other.target
         if self.kind == "dir":
@@ -90,7 +100,11 @@ class Entry(NamedTuple):
         )
 
     def state(self) -> FileState:
-        """The entry as a recorded state (an uncovered file is a file without content)."""
+        """The entry as a recorded state (an uncovered file is a file without content).
+
+        A file whose content is still a git object has to be copied into the store first.
+        """
+        assert self.git_oid is None, "copy the git object into the store first"
         if self.kind == "file":
             return FileState(
                 "file", blob=BlobId(self.blob) if self.blob else None, size=self.size, mode=stat.S_IMODE(self.mode)
@@ -209,8 +223,10 @@ class _BatchedWriter:
             transaction.__exit__(type(exc), exc, exc.__traceback__)
 
 
-def _chunks(fd: int) -> Iterator[bytes]:
+def _chunks(fd: int, also: hashlib._Hash | None = None) -> Iterator[bytes]:
     while chunk := os.read(fd, 1 << 20):
+        if also is not None:
+            also.update(chunk)
         yield chunk
 
 
@@ -223,9 +239,11 @@ class _Scanner:
         scan_start_ns: int,
         only: str | None = None,
         root: str = "",
+        git_index: GitIndex | None = None,
     ):
         self.only = only
         self.root = root
+        self.git_index = git_index
         self.rules = rules
         self.previous = previous
         self.put = put
@@ -258,8 +276,11 @@ class _Scanner:
                 if not stat.S_ISREG(opened.st_mode):
                     self._uncovered(path, opened, "a FIFO, socket or device")
                     return
+                was = self.previous.get(path)
+                oid = was.git_oid if was is not None else None
+                git_hasher = blob_oid_hasher(opened.st_size) if oid else None
                 try:
-                    blob, size = self.put(_chunks(fd))
+                    blob, size = self.put(_chunks(fd, git_hasher))
                 except OSError as exc:
                     self._uncovered(path, opened, f"unreadable: {exc.strerror}")
                     return
@@ -270,6 +291,8 @@ class _Scanner:
             self.bytes_read += size
             racy = opened.st_mtime_ns >= self.racy_after
             last = _entry("file", opened, blob=blob, racy=racy)
+            if git_hasher is not None and git_hasher.hexdigest() == oid:  # touched, not changed: still that object
+                last = _entry("file", opened, target=GIT_PREFIX + oid, racy=racy)
             if size == opened.st_size and (ended.st_size, ended.st_mtime_ns) == (opened.st_size, opened.st_mtime_ns):
                 if size > self.rules.max_file_bytes:
                     self._uncovered(path, ended, self._too_large())
@@ -319,6 +342,10 @@ class _Scanner:
         previous = self.previous.get(path)
         if previous is not None and previous.kind == "file" and not previous.racy and previous.stat_matches(st):
             self.snapshot[path] = previous
+            return False
+        oid = object_for(self.git_index, path, st) if self.git_index is not None else None
+        if oid is not None:  # git's index vouches for it: its object, not read now (gitindex.py)
+            self.snapshot[path] = _entry("file", st, target=GIT_PREFIX + oid)
             return False
         self._read_file(dir_fd, name, path, st)
         return False
@@ -379,14 +406,22 @@ class _Scanner:
 
 
 def scan_tree(
-    store: Store, root: str, rules: ScanRules, previous: Snapshot | None, *, now_ns: int, only: str | None = None
+    store: Store,
+    root: str,
+    rules: ScanRules,
+    previous: Snapshot | None,
+    *,
+    now_ns: int,
+    only: str | None = None,
+    git_index: GitIndex | None = None,
 ) -> ScanResult:
     """Snapshot the tree at *root*, storing the content of every file whose stat changed since *previous*.
 
-    With *only*, just that one name in *root* (a file, link, or folder and all below it).
+    With *only*, just that one name in *root* (a file, link, or folder and all below it). With
+    *git_index*, a file git's index vouches for is recorded as its git object, not read.
     """
     writer = _BatchedWriter(store)
-    scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only, root)
+    scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only, root, git_index)
     try:
         scanner.walk(root)
     except BaseException as exc:

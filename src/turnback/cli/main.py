@@ -99,6 +99,7 @@ COMMANDS: dict[str, ModuleType] = {
     "demo": demo,
     "_job": runner,
     "_watch": runner,
+    "_adopt": runner,
     "_watch-tree": watch,
 }
 

@@ -1,12 +1,14 @@
 """Hidden verbs for turnback's own detached helpers: ``_job`` runs a background job, ``_watch`` waits for a
-command past its timeout; each records the command's changes when it ends."""
+command past its timeout (each records the command's changes when it ends); ``_adopt`` copies the git
+objects a first snapshot stands on into the store."""
 
 from __future__ import annotations
 
 import argparse
+import os
 
 from turnback.cli import _common
-from turnback.model import CallId
+from turnback.model import CallId, ProjectId
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -17,14 +19,19 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     job.add_argument("command", nargs=argparse.REMAINDER)
     watch = sub.add_parser("_watch", parents=[common])
     watch.add_argument("call")
+    adopt = sub.add_parser("_adopt", parents=[common])
+    adopt.add_argument("project")
     # Not for people: keep them out of the list of commands (argparse lists every parser that has help).
-    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest not in ("_job", "_watch")]
+    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest not in ("_job", "_watch", "_adopt")]
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.verb == "_job":
         argv = args.command[1:] if args.command[:1] == ["--"] else args.command
         ctx.engine.run_job(CallId(args.call), argv, cwd=args.cwd, output=args.output)
+    elif args.verb == "_adopt":
+        os.nice(10)  # background work: a foreground scan or command goes first
+        ctx.engine.adopt_git_objects(ProjectId(args.project))
     else:
         ctx.engine.watch_command(CallId(args.call))
     return 0
