@@ -44,6 +44,7 @@ from turnback.capture.scan import (
     ScanRules,
     Snapshot,
     TreeChange,
+    content_bytes,
     decode_snapshot,
     diff_snapshots,
     encode_snapshot,
@@ -121,14 +122,18 @@ class ProjectScan(NamedTuple):
     snapshot_id: str  # the stat cache row that holds it
 
 
-def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectScan:
+def scan_project(store: Store, project: Project, rules: ScanRules, *, known: ProjectScan | None = None) -> ProjectScan:
     """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
 
     When the project's watcher knows what changed since the cache was taken,
-    only those paths are visited; otherwise every path is.
+    only those paths are visited; otherwise every path is. *known*: a cache
+    the caller has decoded already (used when it is still the newest).
     """
     cached = store.latest_snapshot(project.id)
-    previous = decode_snapshot(cached.data) if cached else None
+    if cached is not None and known is not None and known.snapshot_id == cached.id:
+        previous: Snapshot | None = known.snapshot
+    else:
+        previous = decode_snapshot(cached.data) if cached else None
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
     result = None
@@ -141,7 +146,9 @@ def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectSca
     if cached is not None and result.snapshot == previous and token == cached.watch_token:
         return ProjectScan(result.snapshot, cached.id)
     encoded = encode_snapshot(result.snapshot)
-    snapshot_id = store.save_snapshot(project.id, encoded, len(result.snapshot), watch_token=token)
+    snapshot_id = store.save_snapshot(
+        project.id, encoded, len(result.snapshot), watch_token=token, content_bytes=content_bytes(result.snapshot)
+    )
     if previous is None and any(entry.git_oid for entry in result.snapshot.values()):
         spawn_helper(store.home, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
     return ProjectScan(result.snapshot, snapshot_id)
@@ -214,7 +221,11 @@ def adopt_git_objects(store: Store, project: Project) -> int:
                 )
                 adopted += 1
             store.save_snapshot(
-                project.id, encode_snapshot(current), len(current), watch_token=newest.watch_token if newest else None
+                project.id,
+                encode_snapshot(current),
+                len(current),
+                watch_token=newest.watch_token if newest else None,
+                content_bytes=content_bytes(current),
             )
 
 
@@ -374,7 +385,7 @@ def finish_call(
     error: str | None = None,
 ) -> None:
     """Scan after the command, and record the difference from its snapshot as the call's changes."""
-    after = scan_project(store, project, rules).snapshot
+    after = scan_project(store, project, rules, known=ProjectScan(before.project, before.baseline_id)).snapshot
     changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
     differences = diff_snapshots(before.project, after)
     if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):

@@ -159,6 +159,11 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     return bytes([SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(data)
 
 
+def content_bytes(snapshot: Snapshot) -> int:
+    """How much content the snapshot's stored copies hold (each copy once)."""
+    return sum({entry.blob: entry.size for entry in snapshot.values() if entry.blob}.values())
+
+
 def decode_snapshot(data: bytes) -> Snapshot | None:
     """The snapshot in *data*; ``None`` for a format this version does not read (the next scan rebuilds it)."""
     if not data or data[0] != SNAPSHOT_FORMAT:
@@ -314,6 +319,17 @@ class _Scanner:
         except OSError as exc:
             self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
             return False
+        previous = self.previous.get(path)
+        if (  # the common case first: a file as the last scan left it (the checks below all held then)
+            previous is not None
+            and previous.kind == "file"
+            and not previous.racy
+            and previous.stat_matches(st)
+            and st.st_size <= self.rules.max_file_bytes
+            and (not self.rules.exclude or self.rules.excluded_by(path, is_dir=False) is None)
+        ):
+            self.snapshot[path] = previous
+            return False
         is_dir = stat.S_ISDIR(st.st_mode)
         glob = self.rules.excluded_by(path, is_dir=is_dir)
         if glob is not None:
@@ -339,10 +355,6 @@ class _Scanner:
         if st.st_size > self.rules.max_file_bytes:
             self._uncovered(path, st, self._too_large())
             return False
-        previous = self.previous.get(path)
-        if previous is not None and previous.kind == "file" and not previous.racy and previous.stat_matches(st):
-            self.snapshot[path] = previous
-            return False
         oid = object_for(self.git_index, path, st) if self.git_index is not None else None
         if oid is not None:  # git's index vouches for it: its object, not read now (gitindex.py)
             self.snapshot[path] = _entry("file", st, target=GIT_PREFIX + oid)
@@ -354,7 +366,7 @@ class _Scanner:
         """Record the entries of one folder; return the names of the folders to enter."""
         try:
             with os.scandir(dir_fd) as listing:
-                names = sorted(entry.name for entry in listing)
+                names = [entry.name for entry in listing]
         except OSError as exc:
             folder = prefix.rstrip("/")
             if folder in self.snapshot:
@@ -552,6 +564,8 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> list[TreeChange]:
     removed, modified, created = [], [], []
     for path in before.keys() | after.keys():
         old, new = before.get(path), after.get(path)
+        if old is new:
+            continue  # the scan kept the entry it had: the common case, and the cheapest test
         if old is not None and new is not None:
             if not old.same_content(new):
                 modified.append(TreeChange(path, old, new))
@@ -571,6 +585,7 @@ __all__ = [
     "ScanRules",
     "Snapshot",
     "TreeChange",
+    "content_bytes",
     "decode_snapshot",
     "diff_snapshots",
     "encode_snapshot",

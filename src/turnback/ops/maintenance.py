@@ -15,12 +15,13 @@ planned again.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from turnback.capture.scan import Entry, decode_snapshot, encode_snapshot
+from turnback.capture.scan import Entry, content_bytes, decode_snapshot, encode_snapshot
 from turnback.errors import BlobCorruptError, StoreError
 from turnback.model import BlobId, ProjectId, SessionId
 from turnback.store import Store
@@ -159,13 +160,26 @@ def _cap_candidates(store: Store) -> list[tuple[str, str]]:
 
 
 def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
-    """Drop the oldest copies until the kept copies fit their caps, then reclaim the space."""
+    """Drop the oldest copies until the kept copies fit their caps, then reclaim the space.
+
+    Under both caps (the usual case, at the end of every turn) this reads two sums, not the snapshots.
+    """
     result = Reclaimed()
     with store.transaction():
+        over_store = kept_bytes(store) > max_bytes
+        caches = [
+            ProjectId(project_id)
+            for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'")
+        ]
+        over_caches = [
+            p for p in caches if (store.cache_content_bytes(p) or snapshot_max_bytes + 1) > snapshot_max_bytes
+        ]
+        if not over_store and not over_caches:
+            return result
         protected = _pending_op_blobs(store)
         _, running = _snapshot_blobs(store)
         protected |= running
-        if kept_bytes(store) > max_bytes:
+        if over_store:
             for kind, item_id in _cap_candidates(store):
                 if kind == "op":
                     store.db.execute("UPDATE ops SET evicted=1 WHERE id=?", (item_id,))
@@ -185,10 +199,8 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
                         result.evicted_calls.append(item_id)
                 if kept_bytes(store) <= max_bytes:
                     break
-        for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'"):
-            result.dropped_cache_entries += _cap_cache(
-                store, ProjectId(project_id), snapshot_max_bytes, snapshot_mib, protected
-            )
+        for project_id in over_caches:
+            result.dropped_cache_entries += _cap_cache(store, project_id, snapshot_max_bytes, snapshot_mib, protected)
     if result.evicted_calls or result.evicted_ops or result.dropped_cache_entries:
         reclaimed = gc(store)
         result.blobs, result.bytes, result.vacuumed = reclaimed.blobs, reclaimed.bytes, reclaimed.vacuumed
@@ -201,14 +213,11 @@ def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, pr
     snapshot = decode_snapshot(cached.data) if cached else None
     if not snapshot:
         return 0
-    sizes: dict[bytes, int] = {}
-    for entry in snapshot.values():
-        if entry.blob and entry.blob not in sizes:
-            row = store.db.one("SELECT size FROM blobs WHERE id=?", (entry.blob,))
-            sizes[entry.blob] = row[0] if row else 0
+    sizes = {entry.blob: entry.size for entry in snapshot.values() if entry.blob}
     total = sum(sizes.values())
     if total <= max_bytes:
         return 0
+    holders = collections.Counter(entry.blob for entry in snapshot.values() if entry.blob)
     dropped = 0
     for path, entry in sorted(snapshot.items(), key=lambda item: item[1].mtime_ns):
         if total <= max_bytes:
@@ -224,10 +233,11 @@ def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, pr
             entry.mode,
             reason=SNAPSHOT_DROPPED.format(mib=mib),
         )
-        if not any(e.blob == entry.blob for e in snapshot.values()):
+        holders[entry.blob] -= 1
+        if not holders[entry.blob]:
             total -= sizes.get(entry.blob, 0)
         dropped += 1
-    store.save_snapshot(project_id, encode_snapshot(snapshot), len(snapshot))
+    store.save_snapshot(project_id, encode_snapshot(snapshot), len(snapshot), content_bytes=content_bytes(snapshot))
     return dropped
 
 

@@ -85,6 +85,60 @@ def _emit(prefix: str, line: str, out: list[str]) -> None:
         out.append(NO_NEWLINE)
 
 
+Opcode = tuple[str, int, int, int, int]
+
+
+def _opcodes(a: list[str], b: list[str]) -> list[Opcode]:
+    """difflib's opcodes from *a* to *b*, matching only what lies between their common first and last lines.
+
+    SequenceMatcher is quadratic in what it compares; an edit of a few lines in
+    a long file (or a thousand such files after a bulk change) compares just those.
+    """
+    start = 0
+    limit = min(len(a), len(b))
+    while start < limit and a[start] == b[start]:
+        start += 1
+    end = 0
+    while end < limit - start and a[-1 - end] == b[-1 - end]:
+        end += 1
+    middle = difflib.SequenceMatcher(None, a[start : len(a) - end], b[start : len(b) - end], autojunk=False)
+    codes: list[Opcode] = [("equal", 0, start, 0, start)] if start else []
+    for tag, i1, i2, j1, j2 in middle.get_opcodes():
+        codes.append((tag, i1 + start, i2 + start, j1 + start, j2 + start))
+    if end:
+        codes.append(("equal", len(a) - end, len(a), len(b) - end, len(b)))
+    if len(codes) > 1 and codes[0][0] == codes[1][0] == "equal":  # the middle began with what was trimmed
+        first, second = codes[0], codes.pop(1)
+        codes[0] = ("equal", first[1], second[2], first[3], second[4])
+    if len(codes) > 1 and codes[-1][0] == codes[-2][0] == "equal":
+        last, before = codes.pop(), codes[-1]
+        codes[-1] = ("equal", before[1], last[2], before[3], last[4])
+    return codes
+
+
+def _grouped(codes: list[Opcode], context: int) -> list[list[Opcode]]:
+    """The change hunks with *context* lines around each, as ``SequenceMatcher.get_grouped_opcodes`` makes them."""
+    codes = list(codes) or [("equal", 0, 1, 0, 1)]
+    if codes[0][0] == "equal":
+        tag, i1, i2, j1, j2 = codes[0]
+        codes[0] = tag, max(i1, i2 - context), i2, max(j1, j2 - context), j2
+    if codes[-1][0] == "equal":
+        tag, i1, i2, j1, j2 = codes[-1]
+        codes[-1] = tag, i1, min(i2, i1 + context), j1, min(j2, j1 + context)
+    groups: list[list[Opcode]] = []
+    group: list[Opcode] = []
+    for tag, i1, i2, j1, j2 in codes:
+        if tag == "equal" and i2 - i1 > context * 2:  # a long stretch between changes ends one hunk
+            group.append((tag, i1, min(i2, i1 + context), j1, min(j2, j1 + context)))
+            groups.append(group)
+            group = []
+            i1, j1 = max(i1, i2 - context), max(j1, j2 - context)
+        group.append((tag, i1, i2, j1, j2))
+    if group and not (len(group) == 1 and group[0][0] == "equal"):
+        groups.append(group)
+    return groups
+
+
 def diff_bytes(old: bytes | None, new: bytes | None) -> FileDiff:
     """The diff from *old* to *new* (``None``: the file does not exist on that side)."""
     old_data, new_data = old or b"", new or b""
@@ -94,8 +148,7 @@ def diff_bytes(old: bytes | None, new: bytes | None) -> FileDiff:
     b = split_lines(new_data.decode("utf-8"))
     out: list[str] = []
     added = removed = 0
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    for group in matcher.get_grouped_opcodes(CONTEXT):
+    for group in _grouped(_opcodes(a, b), CONTEXT):
         first, last = group[0], group[-1]
         out.append(f"@@ -{_range(first[1], last[2] - first[1])} +{_range(first[3], last[4] - first[3])} @@")
         for tag, i1, i2, j1, j2 in group:

@@ -178,6 +178,10 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE snapshots ADD COLUMN watch_token TEXT",
     ],
+    # 7: how much content a stat cache's copies hold, so the snapshot cap is checked without reading it
+    [
+        "ALTER TABLE snapshots ADD COLUMN content_bytes INTEGER",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

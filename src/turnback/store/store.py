@@ -100,6 +100,7 @@ class CachedSnapshot(NamedTuple):
     id: str
     data: bytes
     watch_token: str | None  # the watcher's token the scan was taken at, if a watcher answered
+    content_bytes: int | None  # what its copies hold (None: not counted when it was saved)
 
 
 class Store:
@@ -1097,8 +1098,9 @@ class Store:
         *,
         purpose: str = "cache",
         watch_token: str | None = None,
+        content_bytes: int | None = None,
     ) -> str:
-        """Keep a tree snapshot (opaque, compressed by the caller).
+        """Keep a tree snapshot (opaque, compressed by the caller); *content_bytes*: what its copies hold.
 
         ``cache``: the project's stat cache; older caches are dropped once no
         running command started from them.
@@ -1108,8 +1110,8 @@ class Store:
         snapshot_id = self.new_id()
         with self.transaction():
             self.db.execute(
-                "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc, watch_token)"
-                " VALUES(?,?,?,?,?,?,?)",
+                "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc, watch_token,"
+                " content_bytes) VALUES(?,?,?,?,?,?,?,?)",
                 (
                     snapshot_id,
                     project_id,
@@ -1118,6 +1120,7 @@ class Store:
                     entries,
                     self.crypto.seal(data, f"snapshots:{snapshot_id}".encode()),
                     watch_token,
+                    content_bytes,
                 ),
             )
             self.db.execute(
@@ -1135,13 +1138,22 @@ class Store:
     def latest_snapshot(self, project_id: ProjectId) -> CachedSnapshot | None:
         """The project's stat cache, if it has one."""
         row = self.db.one(
-            "SELECT id, data_enc, watch_token FROM snapshots WHERE project_id=? AND purpose='cache'"
+            "SELECT id, data_enc, watch_token, content_bytes FROM snapshots WHERE project_id=? AND purpose='cache'"
             " ORDER BY created_at DESC, id DESC LIMIT 1",
             (project_id,),
         )
         if row is None:
             return None
-        return CachedSnapshot(row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()), row[2])
+        return CachedSnapshot(row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()), row[2], row[3])
+
+    def cache_content_bytes(self, project_id: ProjectId) -> int | None:
+        """What the project's stat cache's copies hold, without reading it (None: not known)."""
+        row = self.db.one(
+            "SELECT content_bytes FROM snapshots WHERE project_id=? AND purpose='cache'"
+            " ORDER BY created_at DESC, id DESC LIMIT 1",
+            (project_id,),
+        )
+        return None if row is None else row[0]
 
     def put_content(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         return self.blobs.put_chunks(chunks)
