@@ -746,7 +746,7 @@ class Engine:
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
-            watcher = commands.spawn_helper(self.home, ["_watch", call_id], cwd=target.project.root)
+            watcher = commands.spawn_helper(self.store, ["_watch", call_id], cwd=target.project.root)
             with self.store.transaction():
                 self.store.set_call_processes(
                     call_id, watcher_pid=watcher.pid, watcher_start=process_start(watcher.pid)
@@ -799,7 +799,7 @@ class Engine:
         )
         options = ["--cwd", workdir, *(["--output", os.path.abspath(output)] if output else [])]
         args = ["_job", *options, call_id, "--", *argv]
-        runner = commands.spawn_helper(self.home, args, cwd=workdir)
+        runner = commands.spawn_helper(self.store, args, cwd=workdir)
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=runner.pid, watcher_start=process_start(runner.pid))
         deadline = time.monotonic() + 30
@@ -928,6 +928,16 @@ class Engine:
             commands.stop_process_group(call.pid)
         return call
 
+    def scan(self, project: Project) -> int:
+        """Scan the project now, as a command's scan does: what it holds becomes the baseline of the next call.
+
+        A first scan is the slow one (every file is read, unless git's index vouches for it); a harness
+        may run it when a session starts. Returns how many paths the project holds.
+        """
+        from turnback.capture import commands
+
+        return len(commands.scan_project(self.store, project, self._scan_rules(project)).snapshot)
+
     def adopt_git_objects(self, project_id: ProjectId) -> int:
         """Copy into the store the git objects the project's first snapshot stands on (see ``gitindex``)."""
         from turnback.capture import commands
@@ -960,7 +970,7 @@ class Engine:
         os.makedirs(watch.watch_dir(self.home), mode=0o700, exist_ok=True)
         log_path = os.path.join(watch.watch_dir(self.home), f"{project.id}.log")
         with open(log_path, "ab") as log:
-            proc = commands.spawn_helper(self.home, ["_watch-tree", project.id], cwd=project.root, output=log)
+            proc = commands.spawn_helper(self.store, ["_watch-tree", project.id], cwd=project.root, output=log)
         deadline = time.monotonic() + WATCH_START_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -150,7 +150,7 @@ def scan_project(store: Store, project: Project, rules: ScanRules, *, known: Pro
         project.id, encoded, len(result.snapshot), watch_token=token, content_bytes=content_bytes(result.snapshot)
     )
     if previous is None and any(entry.git_oid for entry in result.snapshot.values()):
-        spawn_helper(store.home, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
+        spawn_helper(store, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
     return ProjectScan(result.snapshot, snapshot_id)
 
 
@@ -428,17 +428,24 @@ def load_call_before(store: Store, call_id: CallId) -> CallBefore:
 
 
 def spawn_helper(
-    home: str, args: Sequence[str], *, cwd: str, output: IO[bytes] | None = None
+    store: Store, args: Sequence[str], *, cwd: str, output: IO[bytes] | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``turnback --store HOME ARGS`` detached (its own session, no terminal): a watcher or a job runner."""
+    """Start ``turnback --store HOME ARGS`` detached (its own session, no terminal): a watcher or a job runner.
+
+    It opens the store as this process did: with the same key secret, when one was given.
+    """
+    env = dict(os.environ)
+    if store.key_secret is not None:
+        env["TURNBACK_KEY"] = store.key_secret
     return subprocess.Popen(
-        [sys.executable, "-m", "turnback", "--store", home, *args],
+        [sys.executable, "-m", "turnback", "--store", store.home, *args],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=output if output is not None else subprocess.DEVNULL,
         stderr=subprocess.STDOUT if output is not None else subprocess.DEVNULL,
         start_new_session=True,
         close_fds=True,
+        env=env,
     )
 
 

@@ -18,6 +18,7 @@ from turnback.fsio import STEPS
 from turnback.store.schema import MIGRATIONS, SCHEMA_VERSION
 
 BUSY_TIMEOUT_MS = 60_000
+WAL_LIMIT_BYTES = 4 << 20
 
 
 def _map_error(exc: sqlite3.Error) -> Exception:
@@ -45,6 +46,8 @@ class Database:
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             if not read_only:
                 self._conn.execute("PRAGMA journal_mode=WAL")
+                # A first snapshot writes hundreds of MB through the WAL; without a limit the file keeps that size.
+                self._conn.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:

@@ -119,6 +119,9 @@ class Store:
         self.db = db
         self.crypto = crypto
         self.blobs = BlobStore(db, crypto)
+        # The TURNBACK_KEY-style secret the store was opened with, if any: turnback's own detached helpers
+        # (a job runner, a watcher) are given it, as they would find it in the environment.
+        self.key_secret: str | None = None
         self.clock = clock
         self.ids = ids or IdSource()
 
@@ -143,7 +146,9 @@ class Store:
         home = os.path.abspath(home)
         ensure_private_dir(home)
         try:
-            return cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+            store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+            store.key_secret = key_secret
+            return store
         except StoreError as exc:
             if not _damaged(exc) or not os.path.isfile(os.path.join(home, DB_NAME)):
                 raise
@@ -165,7 +170,9 @@ class Store:
             except (StoreError, KeyError) as again:
                 db.close()
                 raise unreadable from again
-            return cls(home, db, crypto, clock=clock, ids=ids)
+            store = cls(home, db, crypto, clock=clock, ids=ids)
+            store.key_secret = key_secret
+            return store
 
     @classmethod
     def _open_writable(
