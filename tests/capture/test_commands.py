@@ -23,7 +23,7 @@ import pytest
 
 import turnback
 from tests.conftest import TEST_KEY, Result, cli_env, tree_state, unprivileged_prefix
-from turnback.capture.scan import RACY_WINDOW_NS, ScanRules, scan_tree
+from turnback.capture.scan import FINE_RACY_WINDOW_NS, RACY_WINDOW_NS, ScanRules, scan_tree
 from turnback.model import BlobId
 from turnback.procs import process_alive
 
@@ -250,26 +250,31 @@ def test_scan_rereads_a_racy_entry_whose_stat_is_unchanged(engine: turnback.Engi
     assert trusted.snapshot["f.txt"] == trusted_entry  # stat unchanged and not racy: trusted, not read
 
 
-def test_scan_marks_files_modified_within_two_seconds_of_its_start_racy(
-    engine: turnback.Engine, tmp_path: Path
-) -> None:
+def test_scan_marks_files_modified_within_a_tick_of_its_start_racy(engine: turnback.Engine, tmp_path: Path) -> None:
     root = tmp_path / "tree"
     root.mkdir()
     path = root / "f.txt"
     path.write_bytes(b"content")
-    mtime = path.stat().st_mtime_ns
-    assert RACY_WINDOW_NS == 2_000_000_000
-    inside = scan_tree(engine.store, str(root), RULES, None, now_ns=mtime + 1_900_000_000)
+    fine = 1_700_000_000_123_456_789  # a fraction of a second: a file system with fine timestamps
+    os.utime(path, ns=(fine, fine))
+    assert FINE_RACY_WINDOW_NS == 100_000_000
+    inside = scan_tree(engine.store, str(root), RULES, None, now_ns=fine + 90_000_000)
     assert inside.snapshot["f.txt"].racy is True
-    outside = scan_tree(engine.store, str(root), RULES, None, now_ns=mtime + 2_100_000_000)
+    outside = scan_tree(engine.store, str(root), RULES, None, now_ns=fine + 110_000_000)
     assert outside.snapshot["f.txt"].racy is False
     # A racy entry is read again by the next scan even though nothing about the file changed ...
-    again = scan_tree(engine.store, str(root), RULES, inside.snapshot, now_ns=mtime + 10_000_000_000)
+    again = scan_tree(engine.store, str(root), RULES, inside.snapshot, now_ns=fine + 10_000_000_000)
     assert again.files_read == 1
     assert again.snapshot["f.txt"].racy is False
     # ... and an entry that is no longer racy is then trusted.
-    settled = scan_tree(engine.store, str(root), RULES, again.snapshot, now_ns=mtime + 11_000_000_000)
+    settled = scan_tree(engine.store, str(root), RULES, again.snapshot, now_ns=fine + 11_000_000_000)
     assert settled.files_read == 0
+
+    whole = 1_700_000_000_000_000_000  # whole seconds: perhaps a file system that keeps only those
+    os.utime(path, ns=(whole, whole))
+    assert RACY_WINDOW_NS == 2_000_000_000
+    assert scan_tree(engine.store, str(root), RULES, None, now_ns=whole + 1_900_000_000).snapshot["f.txt"].racy
+    assert not scan_tree(engine.store, str(root), RULES, None, now_ns=whole + 2_100_000_000).snapshot["f.txt"].racy
 
 
 def test_a_same_size_same_mtime_user_edit_between_commands_is_the_new_baseline(  # type: ignore[no-untyped-def]

@@ -19,11 +19,13 @@ top of its work tree.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
 import struct
 import subprocess
+import threading
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
@@ -230,10 +232,18 @@ def read_objects(root: str, oids: Iterable[str]) -> Iterator[tuple[str, bytes | 
         env=git_env(),
     )
     assert proc.stdin is not None and proc.stdout is not None
+    stdin = proc.stdin
+
+    def feed() -> None:  # all ids at once, from a thread: one object per round trip costs more than copying it
+        with contextlib.suppress(OSError):
+            for oid in wanted:
+                stdin.write(oid.encode() + b"\n")
+            stdin.close()
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
     try:
         for oid in wanted:
-            proc.stdin.write(oid.encode() + b"\n")
-            proc.stdin.flush()
             header = proc.stdout.readline().split()
             if len(header) != 3 or header[1] != b"blob":
                 yield oid, None
@@ -242,8 +252,10 @@ def read_objects(root: str, oids: Iterable[str]) -> Iterator[tuple[str, bytes | 
             proc.stdout.read(1)  # the newline after the object
             yield oid, data if blob_oid(data) == oid else None
     finally:
-        proc.stdin.close()
         proc.stdout.close()
+        feeder.join()
+        with contextlib.suppress(OSError):
+            stdin.close()
         proc.wait()
 
 

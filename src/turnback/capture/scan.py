@@ -7,10 +7,13 @@ stat is unchanged keeps its content id without being read; any other file is
 read and its content stored (deduplicated, compressed, encrypted). The first
 scan of a project therefore stores the whole tree once.
 
-git's "racy" rule: a file modified within ``RACY_WINDOW_NS`` of the scan's
-start may be modified again within the same timestamp tick without its stat
-changing, so its entry is marked racy and the next scan reads it again
-whatever its stat says.
+git's "racy" rule: a file modified within a timestamp tick of the scan's
+start may be modified again within the same tick without its stat changing,
+so its entry is marked racy and the next scan reads it again whatever its
+stat says. The tick is taken as ``RACY_WINDOW_NS`` (2 s: FAT, HFS+ and ext3
+keep whole or even seconds), or ``FINE_RACY_WINDOW_NS`` for a file whose
+mtime has a fraction of a second, which only a file system with fine
+timestamps records (their tick is the kernel clock's, a few ms).
 
 What a snapshot leaves out is kept as an ``uncovered`` entry with the reason
 (over ``snapshot.max_file_mib``, matched by ``snapshot.exclude``, a FIFO,
@@ -39,6 +42,7 @@ from turnback.model import BlobId, FileState
 from turnback.store import Store
 
 RACY_WINDOW_NS = 2_000_000_000
+FINE_RACY_WINDOW_NS = 100_000_000
 BATCH_FILES = 256
 BATCH_BYTES = 64 << 20
 READ_ATTEMPTS = 3
@@ -252,10 +256,14 @@ class _Scanner:
         self.rules = rules
         self.previous = previous
         self.put = put
-        self.racy_after = scan_start_ns - RACY_WINDOW_NS
+        self.scan_start_ns = scan_start_ns
         self.snapshot: Snapshot = {}
         self.files_read = 0
         self.bytes_read = 0
+
+    def _racy(self, mtime_ns: int) -> bool:
+        window = FINE_RACY_WINDOW_NS if mtime_ns % 1_000_000_000 else RACY_WINDOW_NS
+        return mtime_ns >= self.scan_start_ns - window
 
     def _uncovered(self, path: str, st: os.stat_result, reason: str) -> None:
         self.snapshot[path] = _entry("uncovered", st, reason=reason)
@@ -294,7 +302,7 @@ class _Scanner:
                 os.close(fd)
             self.files_read += 1
             self.bytes_read += size
-            racy = opened.st_mtime_ns >= self.racy_after
+            racy = self._racy(opened.st_mtime_ns)
             last = _entry("file", opened, blob=blob, racy=racy)
             if git_hasher is not None and git_hasher.hexdigest() == oid:  # touched, not changed: still that object
                 last = _entry("file", opened, target=GIT_PREFIX + oid, racy=racy)
