@@ -948,9 +948,10 @@ class Engine:
 
     def watched_project(self, path: str) -> Project:
         """The registered project holding *path*."""
-        project = self.store.project_containing(os.path.realpath(path))
+        real = os.path.realpath(path)
+        project = self.store.project_containing(real)
         if project is None:
-            raise UsageError(f"{path} is in no turnback project; run turnback init there first")
+            raise UsageError(f"{real} is in no turnback project; run turnback init there first")
         return project
 
     def watch_start(self, project: Project) -> int:
@@ -970,7 +971,8 @@ class Engine:
         os.makedirs(watch.watch_dir(self.home), mode=0o700, exist_ok=True)
         log_path = os.path.join(watch.watch_dir(self.home), f"{project.id}.log")
         with open(log_path, "ab") as log:
-            proc = commands.spawn_helper(self.store, ["_watch-tree", project.id], cwd=project.root, output=log)
+            # From "/": a watcher working in the project would keep a deleted project folder alive.
+            proc = commands.spawn_helper(self.store, ["_watch-tree", project.id], cwd="/", output=log)
         deadline = time.monotonic() + WATCH_START_S
         while time.monotonic() < deadline:
             if proc.poll() is not None:

@@ -46,7 +46,7 @@ FINE_RACY_WINDOW_NS = 100_000_000
 BATCH_FILES = 256
 BATCH_BYTES = 64 << 20
 READ_ATTEMPTS = 3
-SNAPSHOT_FORMAT = 2
+SNAPSHOT_FORMAT = 3
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -66,6 +66,7 @@ class Entry(NamedTuple):
     target: str | None = None
     reason: str | None = None
     racy: bool = False
+    linked: bool = False  # a file with other names: a write through one of them is seen by the others' scan
 
     def stat_matches(self, st: os.stat_result) -> bool:
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.mode) == (
@@ -153,7 +154,10 @@ def _entry(
     reason: str | None = None,
     racy: bool = False,
 ) -> Entry:
-    return Entry(kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode, blob, target, reason, racy)
+    linked = st.st_nlink > 1 and stat.S_ISREG(st.st_mode)
+    return Entry(
+        kind, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode, blob, target, reason, racy, linked
+    )
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
@@ -476,7 +480,9 @@ def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules) -> di
 
     A path below a folder the snapshot does not list as a folder (a new one,
     an excluded one whose fingerprint it keeps) makes that folder the unit;
-    racy files are read again as a full scan would.
+    racy files are read again as a full scan would, and files with more than
+    one name are visited every time (a write through another name is
+    reported under that name only).
     """
     units: dict[str, bool] = {}
     for path, deep in changed.items():
@@ -491,7 +497,7 @@ def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules) -> di
                 break
         units[unit] = units.get(unit, False) or deep
     for path, entry in previous.items():
-        if entry.racy:
+        if entry.racy or entry.linked:  # inotify names only the link a file was written through
             units.setdefault(path, False)
     return units
 

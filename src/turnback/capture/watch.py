@@ -148,13 +148,29 @@ class _Watcher:
         self.changed: dict[str, tuple[int, bool]] = {}
         self.folder_of: dict[int, str] = {}
         self.watch_of: dict[str, int] = {}
+        self.unbound: set[int] = set()  # watches whose folder left the tree (or came back: then bound again)
         self.broken: str | None = None  # why nothing can be known any more (the root went away)
         self.partial: str | None = None  # why some folder is not watched
+        st = os.stat(self.root)
+        self.root_id = (st.st_dev, st.st_ino)
         self.add_tree("")
         self.floor = self.seq + 1  # what changed while the first watches were set up is not known
 
     def _ignored(self, rel: str) -> bool:
         return rel.split("/")[-1] == ".git" or rel in self.skip
+
+    def _bind(self, folder: str, wd: int) -> None:
+        """*wd* watches *folder* now; the kernel gives a folder that moved its old watch back."""
+        before = self.folder_of.get(wd)
+        if before is not None and self.watch_of.get(before) == wd:
+            del self.watch_of[before]
+        replaced = self.watch_of.get(folder)
+        if replaced is not None and replaced != wd:
+            self.folder_of.pop(replaced, None)
+            self.unbound.add(replaced)
+        self.folder_of[wd] = folder
+        self.watch_of[folder] = wd
+        self.unbound.discard(wd)
 
     def add_tree(self, rel: str) -> None:
         """Watch the folder *rel* and every folder below it (links are not followed)."""
@@ -173,8 +189,7 @@ class _Watcher:
                 elif exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
                     self.partial = f"cannot watch {folder or 'the project root'}: {exc.strerror}"
                 continue  # gone or replaced since it was listed: its removal is an event of its own
-            self.folder_of[wd] = folder
-            self.watch_of[folder] = wd
+            self._bind(folder, wd)
             try:
                 with os.scandir(full) as listing:
                     for entry in listing:
@@ -185,11 +200,20 @@ class _Watcher:
                 continue
 
     def _forget_tree(self, rel: str) -> None:
+        """*rel* and what is below it moved away: their watches wait, unbound, in case it comes back."""
         prefix = rel + "/"
         for folder in [f for f in self.watch_of if f == rel or f.startswith(prefix)]:
             wd = self.watch_of.pop(folder)
-            self.folder_of.pop(wd, None)
-            self.notify.rm_watch(wd)
+            if self.folder_of.get(wd) == folder:
+                del self.folder_of[wd]
+                self.unbound.add(wd)
+
+    def _rewatch(self) -> None:
+        """After lost events: watch the tree as it is now, from scratch."""
+        previous = set(self.unbound) | set(self.folder_of)
+        self.folder_of, self.watch_of, self.unbound, self.partial = {}, {}, set(), None
+        self.add_tree("")
+        self.unbound = previous - set(self.folder_of)
 
     def _mark(self, rel: str, deep: bool) -> None:
         self.seq += 1
@@ -201,18 +225,23 @@ class _Watcher:
 
     def drain(self) -> None:
         """Take in every event queued so far."""
+        overflowed = False
+        moved: set[str] = set()
         for event in self.notify.read():
             if event.mask & inotify.IN_Q_OVERFLOW:
-                self.seq += 1
-                self.floor = self.seq + 1
+                overflowed = True
                 continue
             folder = self.folder_of.get(event.wd)
             if folder is None:
-                continue  # a watch already forgotten
+                if event.mask & inotify.IN_IGNORED:
+                    self.unbound.discard(event.wd)
+                continue  # a watch whose folder left the tree
             if event.mask & inotify.IN_IGNORED:
                 if self.watch_of.get(folder) == event.wd:
                     del self.watch_of[folder]
                 del self.folder_of[event.wd]
+                if not folder:
+                    self.broken = "the project folder was moved or deleted"
                 continue
             if not event.name:  # about the watched folder itself
                 if event.mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_UNMOUNT) and not folder:
@@ -224,15 +253,36 @@ class _Watcher:
             if self._ignored(rel):
                 continue
             is_dir = bool(event.mask & inotify.IN_ISDIR)
-            if is_dir and event.mask & inotify.IN_MOVED_FROM:
-                self._forget_tree(rel)
-            appeared = is_dir and event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO)
-            if appeared:
+            if is_dir and event.mask & (inotify.IN_MOVED_FROM | inotify.IN_MOVED_TO):
+                moved.add(rel)  # settled after the batch: two folders may have swapped places
+            elif is_dir and event.mask & inotify.IN_CREATE:
                 self.add_tree(rel)
-            self._mark(rel, deep=bool(appeared))
+            self._mark(rel, deep=bool(is_dir and event.mask & (inotify.IN_CREATE | inotify.IN_MOVED_TO)))
+        # Which watch belongs where after folders moved: the kernel knows (it hands back a folder's watch).
+        for rel in moved:
+            self._forget_tree(rel)
+        for rel in sorted(moved, key=lambda path: path.count("/")):
+            if os.path.isdir(os.path.join(self.root, rel)) and not os.path.islink(os.path.join(self.root, rel)):
+                self.add_tree(rel)
+        if overflowed:  # events were dropped: folders made or moved meanwhile may not be watched, or wrongly
+            self.seq += 1
+            self.floor = self.seq + 1
+            self._rewatch()
+        for wd in self.unbound:  # moved out of the tree and not back: nothing to watch there
+            self.notify.rm_watch(wd)
+        self.unbound.clear()
+
+    def _check_root(self) -> None:
+        try:
+            st = os.stat(self.root)
+        except OSError:
+            st = None
+        if st is None or (st.st_dev, st.st_ino) != self.root_id:
+            self.broken = "the project folder was moved, deleted or made again"
 
     def answer(self, since: object) -> dict[str, Any]:
         self.drain()
+        self._check_root()
         reply: dict[str, Any] = {
             "token": f"{self.instance}:{self.seq}",
             "paths": None,
@@ -281,6 +331,8 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
 
         signal.signal(signal.SIGTERM, stop)
         signal.signal(signal.SIGINT, stop)
+        wake_read, wake_write = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(wake_write)  # a signal wakes the select below at once
         with contextlib.suppress(FileNotFoundError):
             os.unlink(os.path.join(folder, sock_name))
         server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -297,9 +349,14 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
         selector = selectors.DefaultSelector()
         selector.register(server, selectors.EVENT_READ, "client")
         selector.register(watcher.notify.fd, selectors.EVENT_READ, "events")
+        selector.register(wake_read, selectors.EVENT_READ, "signal")
         try:
             while not stopping and watcher.broken is None:
                 for key, _ in selector.select(timeout=1.0):
+                    if key.data == "signal":
+                        with contextlib.suppress(BlockingIOError):
+                            os.read(wake_read, 64)
+                        continue
                     if key.data == "events":
                         watcher.drain()
                         continue
@@ -313,6 +370,9 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
                 os.unlink(pid_path)
             server.close()
             watcher.notify.close()
+            signal.set_wakeup_fd(-1)
+            os.close(wake_read)
+            os.close(wake_write)
     finally:
         os.close(lock_fd)
 

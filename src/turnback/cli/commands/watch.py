@@ -53,7 +53,14 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         out.line(f"watching {project.root} (pid {pid}): scans visit only what changed")
         if status is not None and status.reason:
             out.line(f"but every scan visits everything: {status.reason}")
-        out.json({"project": project.root, "pid": pid, "reason": status.reason if status else None})
+        out.json(
+            {
+                "project": project.root,
+                "pid": pid,
+                "folders": status.folders if status else 0,
+                "reason": status.reason if status else None,
+            }
+        )
         return 0
     if args.watch_verb == "stop":
         stopped = engine.watch_stop(project)
