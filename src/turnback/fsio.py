@@ -393,6 +393,23 @@ class Tree:
             _fsync_dir(parent)
             STEPS.done()
 
+    def chmod_dir(self, path: RelPath, mode: int) -> None:
+        """Set the permission bits of the folder at *path* (a link there is refused, never followed)."""
+        with self.parent_fd(path) as parent:
+            if parent is None:
+                raise FileNotFoundError(path)
+            _, name = split_rel_path(path)
+            try:
+                fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+            except OSError as exc:
+                raise _unsafe(path, exc) from exc
+            try:
+                os.fchmod(fd, mode & 0o777)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            STEPS.done()
+
     def unlink(self, path: RelPath) -> None:
         """Remove the file or link at *path* (a link itself, never what it points to)."""
         with self.parent_fd(path) as parent:

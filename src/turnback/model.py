@@ -84,7 +84,8 @@ class FileState(NamedTuple):
         """Whether *other* holds the same thing, as compare-and-swap decides it.
 
         Files compare by content id and permission bits, links by target,
-        folders by being folders (their entries are other paths).
+        folders by their permission bits where both are known (their
+        entries are other paths).
         """
         if other is None or other.kind != self.kind:
             return False
@@ -92,6 +93,8 @@ class FileState(NamedTuple):
             return self.blob == other.blob and (self.mode or 0) & 0o7777 == (other.mode or 0) & 0o7777
         if self.kind == "symlink":
             return self.target == other.target
+        if self.kind == "dir":
+            return self.mode is None or other.mode is None or self.mode & PERMISSION_BITS == other.mode & PERMISSION_BITS
         return self.kind != "special"
 
     @property

@@ -490,11 +490,6 @@ def test_a_folder_replaced_by_a_file_is_recorded_exactly(  # type: ignore[no-unt
     assert in_turn(cli, sid, FOLDER_TO_FILE) == FOLDER_TO_FILE_CHANGES
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: undoing a command that replaced a folder by a file restores the folder empty and skips "
-    "its contents ('copy passes through a symbolic link or a file'), with or without the watcher; exit 0",
-)
 @pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
 def test_undo_puts_back_a_folder_a_command_replaced_by_a_file(  # type: ignore[no-untyped-def]
     cli, project: Path, root: str, sid: str, reaper: Reaper, watched: bool
@@ -508,11 +503,6 @@ def test_undo_puts_back_a_folder_a_command_replaced_by_a_file(  # type: ignore[n
     assert project_state(project) == before, undone.out
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="defect: undo does not put back a folder's mode, with or without the watcher; its preview says "
-    "'mark src/pkg/ (already holds the earlier content)'",
-)
 @pytest.mark.parametrize("watched", [True, False], ids=["watched", "unwatched"])
 def test_undo_puts_back_a_folders_mode(  # type: ignore[no-untyped-def]
     cli, project: Path, root: str, sid: str, reaper: Reaper, watched: bool

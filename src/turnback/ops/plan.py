@@ -18,6 +18,7 @@ from turnback.capture.states import capture_state, probe_state
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
+    ABSENT,
     SPECIAL_BITS,
     Call,
     Change,
@@ -98,8 +99,18 @@ class _Picture:
             try:
                 self._states[path] = probe_state(tree, rel, self._store)
             except TurnbackError as exc:
-                self._states[path] = exc
+                # Below a file or link that an earlier row turns back into a folder, nothing will be there yet.
+                self._states[path] = ABSENT if self._becomes_folder(path) else exc
         return self._states[path]
+
+    def _becomes_folder(self, path: RelPath) -> bool:
+        parent = path.rsplit("/", 1)[0] if "/" in path.strip("/") else None
+        while parent:
+            if parent in self._planned:
+                planned = self._states[RelPath(parent)]
+                return isinstance(planned, FileState) and planned.kind == "dir"
+            parent = parent.rsplit("/", 1)[0] if "/" in parent.strip("/") else None
+        return False
 
     def seen_with_content(self, path: RelPath, current: FileState, *, outside: bool) -> FileState:
         """*current* with its content in the store, so a conflict's diff can be shown and checked later.

@@ -93,7 +93,9 @@ def row_line(row: PlanRow, *, with_result: bool = False) -> str:
     if row.ref is not None and action == "ref":
         return f"{action:<11} {row.ref.text()}"
     text = f"{action:<11} {display_path(row.path) if row.outside else row.path}"
-    if (row.target is not None and row.target.kind == "dir") or (row.expect is not None and row.expect.kind == "dir"):
+    # What the row leaves there decides the slash; a row that removes something names what it removes.
+    shown = row.target if row.target is not None and row.target.exists else row.expect
+    if shown is not None and shown.kind == "dir":
         text += "/"
     reason = row.note if with_result and row.note else row.reason
     if reason and (action in ("skip", "not covered", "mark") or with_result or row.conflict):
