@@ -94,7 +94,9 @@ class FileState(NamedTuple):
         if self.kind == "symlink":
             return self.target == other.target
         if self.kind == "dir":
-            return self.mode is None or other.mode is None or self.mode & PERMISSION_BITS == other.mode & PERMISSION_BITS
+            if self.mode is None or other.mode is None:
+                return True
+            return self.mode & PERMISSION_BITS == other.mode & PERMISSION_BITS
         return self.kind != "special"
 
     @property
