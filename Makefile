@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck bench clean
+.PHONY: demo test soak lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,9 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/python -m pytest -n auto -q
+
+soak: $(STAMP)
+	TURNBACK_SOAK=1 $(BIN)/python -m pytest -q tests/reliability
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/calls.py

@@ -378,14 +378,15 @@ class Tree:
             _fsync_dir(parent)
             STEPS.done()
 
-    def mkdir(self, path: RelPath, mode: int = 0o777, *, create_parents: bool = False) -> None:
+    def mkdir(self, path: RelPath, mode: int | None = None, *, create_parents: bool = False) -> None:
+        """Make the folder *path*: with the umask's bits, or with *mode*'s permission bits exactly."""
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
                 raise UnsafePathError(f"the folder of {path} does not exist")
             _, name = split_rel_path(path)
             try:
-                os.mkdir(name, mode & 0o777, dir_fd=parent)
-                if mode & 0o777 != 0o777:
+                os.mkdir(name, 0o777 if mode is None else mode & 0o777, dir_fd=parent)
+                if mode is not None:
                     # mkdir applies the umask; a restore wants the recorded bits exactly.
                     os.chmod(name, mode & 0o777, dir_fd=parent, follow_symlinks=False)
             except OSError as exc:

@@ -166,6 +166,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
     try:
         act()
     except BaseException as exc:
+        outcome = "it holds what it held before"
         with store.transaction():
             for change_id, change in zip(change_ids, changes, strict=False):
                 try:
@@ -174,14 +175,17 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
                     continue
                 if actual.same_as(change.before):
                     store.delete_change(change_id)
-                elif not actual.same_as(change.after):
+                    outcome = "it holds what it held before"
+                elif actual.same_as(change.after):
+                    # The rename got through and a later step (the folder's fsync) failed.
+                    outcome = "it holds the new content, which a power cut may still undo; the call keeps its copy"
+                else:
                     store.set_change_after(change_id, actual, partial=True)
+                    outcome = "it holds neither; the call records what it holds and can be reverted"
             store.finish_call(call_id, "failed", str(exc) or type(exc).__name__)
         if isinstance(exc, OSError) and not isinstance(exc, TurnbackError):
             written = changes[-1].where.recorded if changes else tool
-            raise UnsafePathError(
-                f"cannot write {written}: {exc.strerror or exc}; it holds what it held before"
-            ) from exc
+            raise UnsafePathError(f"cannot write {written}: {exc.strerror or exc}; {outcome}") from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
     with store.transaction(durable=False):

@@ -89,6 +89,9 @@ class _Applier:
         target = row.target
         assert target is not None
         tree, path = self._where(row)
+        if current.kind == "dir":
+            # A write killed between its temp file and its rename left one here: ours, so it does not keep the folder.
+            tree.remove_temp_files(path)
         if not target.exists:
             if current.kind == "dir":
                 tree.rmdir(path)
@@ -109,6 +112,8 @@ class _Applier:
                 tree.unlink(path)
             if current.kind != "dir":
                 tree.mkdir(path, target.mode if target.mode is not None else 0o755, create_parents=True)
+            elif target.mode is not None:
+                tree.chmod_dir(path, target.mode & PERMISSION_BITS)
 
     def remove_temp_files(self) -> None:
         """Remove temp files that an interrupted run left beside the rows' paths and in the trash."""
@@ -242,12 +247,12 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
                 "Nothing was changed: plan again"
             )
         refuse_if_busy(store, plan.session_id)
+        applier = _Applier(store, tree, plan)  # refuses an unsafe trash folder before anything is marked
         with store.transaction():
             if plan.moves_head and not resumed:
                 _refuse_stale_head(store, plan)
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
-        applier = _Applier(store, tree, plan)
         ref_rows = []
         for row in plan.rows:
             if row.status != "pending":

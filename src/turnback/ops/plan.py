@@ -394,6 +394,14 @@ def select_undo_turns(
     if not pending:
         if not with_changes:
             raise NothingToDoError("nothing to undo: no turn of this session changed files")
+        partly = [turn for turn in with_changes if turn.undone == "partly"]
+        if partly:
+            # A plain undo passes over a partly undone turn (its skipped rows would only be skipped again).
+            newest = partly[-1].number
+            raise NothingToDoError(
+                f"nothing to undo but what turn {newest} kept (it is partly undone): "
+                f"turnback undo {newest} plans it again"
+            )
         raise NothingToDoError("nothing to undo: every turn of this session is undone")
     return [pending[-1]]
 

@@ -103,6 +103,25 @@ class CachedSnapshot(NamedTuple):
     content_bytes: int | None  # what its copies hold (None: not counted when it was saved)
 
 
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return None
+
+
+def _refuse_emptied_database(home: str) -> None:
+    """A store made before (it has its README) whose database is now empty lost it: never start afresh over it."""
+    db_path = os.path.join(home, DB_NAME)
+    made_before = os.path.isfile(os.path.join(home, "README.txt"))
+    if _size(db_path) == 0 and made_before and not _size(db_path + "-wal"):
+        raise StoreError(
+            f"the database of the store at {home} is empty (truncated?): turnback will not start a new store over it. "
+            f"Nothing was changed; the plain copies in {os.path.join(home, TRASH_DIR)} are intact. "
+            "Restore the database from a backup, or move the folder away to start afresh"
+        )
+
+
 class Store:
     """An open store. Use :meth:`open`; close with :meth:`close` or ``with``."""
 
@@ -145,6 +164,7 @@ class Store:
         """
         home = os.path.abspath(home)
         ensure_private_dir(home)
+        _refuse_emptied_database(home)
         try:
             store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
             store.key_secret = key_secret

@@ -1,0 +1,206 @@
+"""The order of durable steps in an undo, seen by a spy around the calls ``turnback.fsio`` makes.
+
+For every row that puts a file in place: its temp file is made in the same
+folder as the file, written, fsynced, renamed over the name, the folder is
+fsynced, and only then is the journal row marked done (and committed). A file
+displaced to the trash is copied there the same way (temp, fsync, rename,
+fsync folder) before the project is touched. A removal (unlink, rmdir) is
+followed by an fsync of its folder before the journal marks it.
+
+The spy wraps the real ``os.open``, ``os.write``, ``os.fsync``, ``os.replace``,
+``os.unlink`` and ``os.rmdir`` (and calls through), plus
+``Store.set_row_status`` and the store's commit counter, in this process,
+on the real disk.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+
+import turnback
+import turnback.fsio
+from tests.reliability.helpers import record
+from turnback.store.store import Store
+
+
+class Event(NamedTuple):
+    what: str  # write, fsync-file, fsync-dir, replace, unlink, rmdir, mkdir, journal, commit
+    path: str = ""  # the file or folder (a replace: the destination)
+    source: str = ""  # a replace's source
+    seq: int = -1
+    status: str = ""
+
+
+def _fd_path(fd: int) -> str:
+    return os.readlink(f"/proc/self/fd/{fd}")
+
+
+def _at(name: str, dir_fd: int | None) -> str:
+    return os.path.join(_fd_path(dir_fd), name) if dir_fd is not None else os.path.abspath(name)
+
+
+@pytest.fixture
+def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
+    events: list[Event] = []
+    real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
+    real_unlink, real_rmdir, real_mkdir = os.unlink, os.rmdir, os.mkdir
+    real_set_row_status = Store.set_row_status
+    real_committed = turnback.fsio.STEPS.committed
+
+    def write(fd: int, data: Any) -> int:
+        events.append(Event("write", _fd_path(fd)))
+        return real_write(fd, data)
+
+    def fsync(fd: int) -> None:
+        kind = "fsync-dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "fsync-file"
+        events.append(Event(kind, _fd_path(fd)))
+        real_fsync(fd)
+
+    def replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+        events.append(Event("replace", _at(dst, dst_dir_fd), _at(src, src_dir_fd)))
+        real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    def unlink(path: str, *, dir_fd: int | None = None) -> None:
+        events.append(Event("unlink", _at(path, dir_fd)))
+        real_unlink(path, dir_fd=dir_fd)
+
+    def rmdir(path: str, *, dir_fd: int | None = None) -> None:
+        events.append(Event("rmdir", _at(path, dir_fd)))
+        real_rmdir(path, dir_fd=dir_fd)
+
+    def mkdir(path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        events.append(Event("mkdir", _at(path, dir_fd)))
+        real_mkdir(path, mode, dir_fd=dir_fd)
+
+    def set_row_status(self: Store, op_id: str, seq: int, status: str, note: str | None) -> None:
+        events.append(Event("journal", seq=seq, status=status))
+        real_set_row_status(self, op_id, seq, status, note)  # type: ignore[arg-type]
+
+    def committed() -> None:
+        events.append(Event("commit"))
+        real_committed()
+
+    for name, fake in (
+        ("write", write),
+        ("fsync", fsync),
+        ("replace", replace),
+        ("unlink", unlink),
+        ("rmdir", rmdir),
+        ("mkdir", mkdir),
+    ):
+        monkeypatch.setattr(os, name, fake)
+    monkeypatch.setattr(Store, "set_row_status", set_row_status)
+    monkeypatch.setattr(turnback.fsio.STEPS, "committed", committed)
+    return events
+
+
+def _index(events: list[Event], start: int, predicate: Any) -> int:
+    for i in range(start, len(events)):
+        if predicate(events[i]):
+            return i
+    raise AssertionError(f"no such event after #{start}: {events[start:]}")
+
+
+def _atomic_write(events: list[Event], final: str, start: int) -> tuple[int, int]:
+    """Check temp-in-same-folder, write, fsync, rename, fsync folder for the write that ends at *final*.
+
+    Returns the indexes of the rename and of the folder fsync.
+    """
+    renamed = _index(events, start, lambda e: e.what == "replace" and e.path == final)
+    temp = events[renamed].source
+    folder = os.path.dirname(final)
+    assert os.path.dirname(temp) == folder, f"the temp file {temp} is not in the folder of {final}"
+    assert os.path.basename(temp).startswith(turnback.fsio.TEMP_PREFIX)
+    writes = [i for i in range(start, renamed) if events[i].what == "write" and events[i].path == temp]
+    assert writes, f"no write to the temp file of {final}"
+    synced = [i for i in range(start, renamed) if events[i].what == "fsync-file" and events[i].path == temp]
+    assert synced and synced[-1] > writes[-1], f"the temp file of {final} is not fsynced after its last write"
+    folder_synced = _index(events, renamed, lambda e: e.what == "fsync-dir" and e.path == folder)
+    assert not any(e.what in ("journal", "commit") for e in events[renamed:folder_synced]), events[
+        renamed:folder_synced
+    ]
+    return renamed, folder_synced
+
+
+def _removal(events: list[Event], what: str, path: str, start: int) -> int:
+    removed = _index(events, start, lambda e: e.what == what and e.path == path)
+    return _index(events, removed, lambda e: e.what == "fsync-dir" and e.path == os.path.dirname(path))
+
+
+def _journaled_after(events: list[Event], seq: int, after: int) -> int:
+    marked = _index(events, 0, lambda e: e.what == "journal" and e.seq == seq and e.status == "done")
+    assert marked > after, f"row {seq} was marked done (event #{marked}) before its folder was fsynced (#{after})"
+    commit = _index(events, marked, lambda e: e.what == "commit")
+    later_fs = [i for i in range(marked, commit) if events[i].what not in ("journal",)]
+    assert not later_fs, f"file-system steps between row {seq}'s journal entry and its commit: {events[marked:commit]}"
+    return commit
+
+
+def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
+    engine: turnback.Engine, project: Path, spy: list[Event]
+) -> None:
+    session = engine.new_session(str(project))
+    engine.begin_turn(session.id, "four kinds of change")
+    engine.write(session.id, "README.md", b"rewritten by the agent\n")
+    engine.edit(session.id, "src/main.py", "print('hi')", "print('hello')")
+    engine.write(session.id, "made/deeper/new.txt", b"a new file in new folders\n")
+    engine.delete(session.id, "docs/guide.md")
+    engine.end_turn(session.id)
+    plan = engine.plan_undo(session.id)
+    assert {row.path: row.action for row in plan.rows} == {
+        "docs/guide.md": "restore",
+        "made/deeper/new.txt": "trash",
+        "made/deeper": "trash",
+        "made": "trash",
+        "src/main.py": "restore",
+        "README.md": "restore",
+    }
+    spy.clear()
+    result = engine.apply(plan)
+    events = list(spy)
+    assert all(row.status == "done" for row in result.plan.rows)
+    assert result.trash_dir is not None
+    root, trash = str(project), result.trash_dir
+    seq = {row.path: row.seq for row in result.plan.rows}
+
+    checked = 0
+    # A deleted file comes back: written atomically, then journaled.
+    _, synced = _atomic_write(events, f"{root}/docs/guide.md", 0)
+    _journaled_after(events, seq["docs/guide.md"], synced)
+    checked += 1
+    # A created file: copied to the trash atomically first, then unlinked, the folder fsynced, then journaled.
+    _, trash_synced = _atomic_write(events, f"{trash}/made/deeper/new.txt", 0)
+    unlinked = _index(events, trash_synced, lambda e: e.what == "unlink" and e.path == f"{root}/made/deeper/new.txt")
+    assert unlinked > trash_synced
+    synced = _removal(events, "unlink", f"{root}/made/deeper/new.txt", trash_synced)
+    _journaled_after(events, seq["made/deeper/new.txt"], synced)
+    checked += 1
+    # Created folders: removed innermost first, each followed by an fsync of its parent, then journaled.
+    synced = _removal(events, "rmdir", f"{root}/made/deeper", 0)
+    _journaled_after(events, seq["made/deeper"], synced)
+    synced_outer = _removal(events, "rmdir", f"{root}/made", synced)
+    _journaled_after(events, seq["made"], synced_outer)
+    checked += 2
+    # Modified files: the displaced bytes go to the trash atomically, then the earlier bytes are put in place.
+    for rel in ("src/main.py", "README.md"):
+        _, trash_synced = _atomic_write(events, f"{trash}/{rel}", 0)
+        renamed, synced = _atomic_write(events, f"{root}/{rel}", trash_synced)
+        assert renamed > trash_synced, f"{rel} was replaced before its trash copy was durable"
+        _journaled_after(events, seq[rel], synced)
+        checked += 1
+
+    # Each row is journaled exactly once as done, and rows are journaled in plan order.
+    journal = [e.seq for e in events if e.what == "journal" and e.status == "done"]
+    assert journal == sorted(journal) == [row.seq for row in result.plan.rows]
+    record(
+        "durable-order",
+        rows_checked=checked,
+        fsyncs=sum(1 for e in events if e.what.startswith("fsync")),
+        renames=sum(1 for e in events if e.what == "replace"),
+        events=len(events),
+    )
