@@ -75,7 +75,7 @@ What is timed, per round (the tool that goes first alternates between rounds):
    before anything else is timed (before git's checkpoint too when turnback
    goes first), the script waits until turnback's background copy of those
    git objects has finished: it polls the project's stat cache
-   (``store.latest_snapshot`` + ``turnback.capture.scan.decode_snapshot``)
+   (``store.latest_snapshot`` + ``turnback.capture.scan.load_snapshot``)
    until no entry has a ``git_oid`` left, and then until the helper process
    has exited (its last write is visible a little before it ends; found in
    ``/proc`` as a child of this process running ``_adopt``). It gives up, and
@@ -171,7 +171,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import turnback
-from turnback.capture.scan import decode_snapshot
+from turnback.capture.scan import load_snapshot
 from turnback.model import CallId, OpResult
 
 T = TypeVar("T")
@@ -763,10 +763,10 @@ class TurnbackSide:
         cached = self.engine.store.latest_snapshot(self.project.id)
         if cached is None:
             return 0
-        snapshot = decode_snapshot(cached.data)
-        if snapshot is None:
+        loaded = load_snapshot(self.engine.store, cached.id, cached.data)
+        if loaded is None:
             raise RuntimeError("the project's stat cache has a format this script's turnback does not read")
-        return sum(1 for entry in snapshot.values() if entry.git_oid)
+        return sum(1 for entry in loaded.snapshot.values() if entry.git_oid)
 
     def wait_adopted(self) -> tuple[float, int]:
         """Wait until turnback's background copy of git objects has finished; (seconds waited, entries at first).

@@ -74,7 +74,10 @@ def session(engine: turnback.Engine, project: Path) -> turnback.Session:
 
 
 def tree_state(root: Path) -> dict[str, tuple[str, bytes | str | None, int]]:
-    """Everything under *root*: each path's kind, content (or link target) and mode, without following links."""
+    """Everything under *root*: each path's kind, content (or link target) and mode, without following links.
+
+    A FIFO, socket or device is listed by its type and device number, never opened.
+    """
     state: dict[str, tuple[str, bytes | str | None, int]] = {}
     for folder, dirs, files in os.walk(root):
         for name in dirs + files:
@@ -85,8 +88,10 @@ def tree_state(root: Path) -> dict[str, tuple[str, bytes | str | None, int]]:
                 state[rel] = ("symlink", os.readlink(path), 0)
             elif stat.S_ISDIR(st.st_mode):
                 state[rel] = ("dir", None, stat.S_IMODE(st.st_mode))
-            else:
+            elif stat.S_ISREG(st.st_mode):
                 state[rel] = ("file", path.read_bytes(), stat.S_IMODE(st.st_mode))
+            else:
+                state[rel] = ("special", f"{stat.S_IFMT(st.st_mode):o}:{st.st_rdev}", stat.S_IMODE(st.st_mode))
     return state
 
 

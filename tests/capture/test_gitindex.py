@@ -18,7 +18,7 @@ import pytest
 import turnback
 from tests.conftest import Result, tree_state
 from turnback.capture import commands, gitindex
-from turnback.capture.scan import ScanRules, decode_snapshot, encode_snapshot, scan_tree
+from turnback.capture.scan import ScanRules, encode_snapshot, load_snapshot, scan_tree
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -155,7 +155,7 @@ def test_the_objects_are_copied_into_the_store_afterwards(engine, project: Path)
     project_id = _first_cache(engine, project)
     assert engine.adopt_git_objects(project_id) == len(objects)
     cached = engine.store.latest_snapshot(project_id)
-    snapshot = decode_snapshot(cached.data)
+    snapshot = load_snapshot(engine.store, cached.id, cached.data).snapshot
     files = {path: entry for path, entry in snapshot.items() if entry.kind == "file"}
     assert not any(entry.git_oid for entry in files.values())
     for path in objects:
@@ -168,7 +168,8 @@ def test_an_object_git_removed_leaves_the_file_uncovered_and_says_why(engine, pr
     project_id = _first_cache(engine, project)
     shutil.rmtree(project / ".git")
     engine.adopt_git_objects(project_id)
-    snapshot = decode_snapshot(engine.store.latest_snapshot(project_id).data)
+    cached = engine.store.latest_snapshot(project_id)
+    snapshot = load_snapshot(engine.store, cached.id, cached.data).snapshot
     assert snapshot["README.md"].kind == "uncovered"
     assert snapshot["README.md"].reason == commands.GIT_OBJECT_GONE
 
@@ -181,7 +182,7 @@ def test_the_first_scan_copies_the_objects_in_the_background(engine, project: Pa
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         cached = engine.store.latest_snapshot(registered.id)
-        if not any(entry.git_oid for entry in decode_snapshot(cached.data).values()):
+        if not any(entry.git_oid for entry in load_snapshot(engine.store, cached.id, cached.data).snapshot.values()):
             break
         time.sleep(0.05)
     else:

@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 
 import turnback
 from tests.conftest import TEST_KEY, Result, make_project, run_cli, tree_state, unprivileged_prefix
-from turnback.capture.scan import ScanRules, Snapshot, decode_snapshot, rescan_tree, scan_tree
+from turnback.capture.scan import ScanRules, Snapshot, load_snapshot, rescan_tree, scan_tree
 from turnback.capture.watch import _Watcher, ask, watch_dir
 from turnback.model import FileState
 from turnback.procs import process_alive, process_start
@@ -239,8 +239,9 @@ def cache_matches_a_full_scan(home: Path, root: str) -> str | None:
         assert project is not None
         cached = engine.store.latest_snapshot(project.id)
         assert cached is not None
-        kept = decode_snapshot(cached.data)
-        assert kept is not None
+        loaded = load_snapshot(engine.store, cached.id, cached.data)
+        assert loaded is not None
+        kept = loaded.snapshot
         full = scan_tree(engine.store, root, RULES, None, now_ns=time.time_ns())
         assert states_of(kept) == states_of(full.snapshot)
         return cached.watch_token
@@ -885,6 +886,12 @@ def check_rounds(store: Any, base: Path, rounds: list[list[Operation]]) -> None:
             full = scan_tree(store, str(play.root), RULES, None, now_ns=future)
             assert partial is not None
             assert states_of(partial.snapshot) == states_of(full.snapshot), f"round {number}: reported {changed}"
+            # The cache is saved as what differs from the previous one, found at the paths the scan touched.
+            assert partial.touched is not None
+            differ = {
+                p for p in previous.keys() | partial.snapshot.keys() if previous.get(p) != partial.snapshot.get(p)
+            }
+            assert differ <= partial.touched, f"round {number}: untouched paths differ: {differ - partial.touched}"
             set_old_mtimes(play.root)
             token = play.watcher.answer(token)["token"]
             previous = scan_tree(store, str(play.root), RULES, None, now_ns=future).snapshot
@@ -1177,3 +1184,32 @@ def test_two_projects_have_a_watcher_each(  # type: ignore[no-untyped-def]
     assert process_alive(theirs, None)
     assert tb("watch", "status").out == f"watching {other_root} (pid {theirs}, 4 folders)\n"
     stop_watcher(tb, other_root, theirs)
+
+
+def test_caches_saved_as_deltas_read_back_from_a_fresh_process_and_keep_their_base(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, root: str, sid: str, reaper: Reaper
+) -> None:
+    """With the watcher, each command saves the stat cache as the entries that changed since the last full
+    one. Read back by another process (no decoded copy in memory), it is the tree a full scan sees; the full
+    cache it is built on outlives every later save, and undo still restores every byte."""
+    start_watcher(cli, reaper, root)
+    before = project_state(project)
+    cli("turn", "begin", "--session", sid)
+    exec_changes(cli, sid, "true")  # the watcher's first scan visits everything: a full cache
+    for number in range(6):
+        assert exec_changes(
+            cli, sid, f"printf 'round {number}\\n' >> README.md; mkdir -p new{number}; echo x > new{number}/f"
+        ) == ([("README.md", "modified"), (f"new{number}", "new"), (f"new{number}/f", "new")])
+    cli("turn", "end", "--session", sid)
+    with open_engine(home) as engine:
+        pid = project_id(home, root)
+        rows = engine.store.db.all(
+            "SELECT id, base_id FROM snapshots WHERE project_id=? AND purpose='cache' ORDER BY created_at", (pid,)
+        )
+        base_id = rows[-1][1]
+        assert base_id is not None, rows  # a delta
+        assert base_id in {row[0] for row in rows}, "the full cache a delta is built on was dropped"
+    cache_matches_a_full_scan(home, root)
+    assert cli("verify").rc == 0
+    assert cli("undo", "--yes", "--session", sid).rc == 0
+    assert project_state(project) == before

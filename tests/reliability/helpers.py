@@ -161,28 +161,3 @@ def walk_names(root: Path) -> Iterator[str]:
     for _folder, dirs, files in os.walk(root):
         yield from dirs
         yield from files
-
-
-def safe_tree_state(root: Path) -> TreeState:
-    """Like ``tree_state``, but a FIFO, socket or device is listed by its type and device number, never opened."""
-    import stat as stat_module
-
-    state: TreeState = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder) / name
-            rel = path.relative_to(root).as_posix()
-            st = path.lstat()
-            if stat_module.S_ISLNK(st.st_mode):
-                state[rel] = ("symlink", os.readlink(path), 0)
-            elif stat_module.S_ISDIR(st.st_mode):
-                state[rel] = ("dir", None, stat_module.S_IMODE(st.st_mode))
-            elif stat_module.S_ISREG(st.st_mode):
-                state[rel] = ("file", path.read_bytes(), stat_module.S_IMODE(st.st_mode))
-            else:
-                state[rel] = (
-                    "special",
-                    f"{stat_module.S_IFMT(st.st_mode):o}:{st.st_rdev}",
-                    stat_module.S_IMODE(st.st_mode),
-                )
-    return state

@@ -43,12 +43,16 @@ from turnback.capture.scan import (
     Entry,
     ScanRules,
     Snapshot,
+    StoredSnapshot,
     TreeChange,
     content_bytes,
     decode_snapshot,
     diff_snapshots,
     encode_snapshot,
+    encode_snapshot_delta,
     folder_fingerprint,
+    load_snapshot,
+    remember_snapshot,
     rescan_tree,
     scan_tree,
 )
@@ -57,6 +61,7 @@ from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Pr
 from turnback.paths import RelPath
 from turnback.procs import process_alive
 from turnback.store import Store
+from turnback.store.store import CachedSnapshot
 
 WATCH_POLL_S = 0.2
 ADOPT_BATCH_BYTES = 64 << 20
@@ -120,20 +125,24 @@ class CallBefore(NamedTuple):
 class ProjectScan(NamedTuple):
     snapshot: Snapshot
     snapshot_id: str  # the stat cache row that holds it
+    since_id: str | None = None  # a partial scan: the cache it started from ...
+    touched: set[str] | None = None  # ... and the only paths whose entries may differ from it
 
 
-def scan_project(store: Store, project: Project, rules: ScanRules, *, known: ProjectScan | None = None) -> ProjectScan:
+# A cache is saved as the entries that differ from the last full one while they are few.
+DELTA_MIN_ENTRIES = 512
+DELTA_FRACTION = 16
+
+
+def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectScan:
     """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
 
     When the project's watcher knows what changed since the cache was taken,
-    only those paths are visited; otherwise every path is. *known*: a cache
-    the caller has decoded already (used when it is still the newest).
+    only those paths are visited; otherwise every path is.
     """
     cached = store.latest_snapshot(project.id)
-    if cached is not None and known is not None and known.snapshot_id == cached.id:
-        previous: Snapshot | None = known.snapshot
-    else:
-        previous = decode_snapshot(cached.data) if cached else None
+    stored = load_snapshot(store, cached.id, cached.data) if cached else None
+    previous = stored.snapshot if stored else None
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
     result = None
@@ -143,15 +152,60 @@ def scan_project(store: Store, project: Project, rules: ScanRules, *, known: Pro
         index = gitindex.read_index(project.root) if previous is None else None  # a first snapshot reads no file
         result = scan_tree(store, project.root, rules, previous, now_ns=now_ns, git_index=index)
     token = answer.token if answer is not None else None
-    if cached is not None and result.snapshot == previous and token == cached.watch_token:
-        return ProjectScan(result.snapshot, cached.id)
-    encoded = encode_snapshot(result.snapshot)
-    snapshot_id = store.save_snapshot(
-        project.id, encoded, len(result.snapshot), watch_token=token, content_bytes=content_bytes(result.snapshot)
-    )
+    touched: set[str] | None = None
+    if previous is not None:
+        if result.touched is not None:
+            touched = result.touched
+        else:  # a full scan keeps the very entry of each path whose stat did not change
+            now = result.snapshot
+            touched = {path for path, entry in now.items() if previous.get(path) is not entry}
+            touched.update(path for path in previous if path not in now)
+        touched = {path for path in touched if result.snapshot.get(path) != previous.get(path)}
+    if cached is not None and touched is not None and not touched and token == cached.watch_token:
+        return ProjectScan(result.snapshot, cached.id, cached.id, set())
+    snapshot_id = _save_cache(store, project, result.snapshot, token, cached, stored, touched)
     if previous is None and any(entry.git_oid for entry in result.snapshot.values()):
         spawn_helper(store, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
-    return ProjectScan(result.snapshot, snapshot_id)
+    return ProjectScan(result.snapshot, snapshot_id, cached.id if cached else None, touched)
+
+
+def _save_cache(
+    store: Store,
+    project: Project,
+    snapshot: Snapshot,
+    token: str | None,
+    cached: CachedSnapshot | None,
+    stored: StoredSnapshot | None,
+    touched: set[str] | None,
+) -> str:
+    """Save *snapshot* as the project's cache: as what differs from the last full cache while that is little."""
+    if touched is not None and stored is not None and cached is not None:
+        base_id, delta = (cached.id, {}) if stored.base_id is None else (stored.base_id, dict(stored.delta or {}))
+        for path in touched:
+            delta[path] = snapshot.get(path)
+        if len(delta) <= max(DELTA_MIN_ENTRIES, len(snapshot) // DELTA_FRACTION):
+            held = cached.content_bytes
+            if held is not None:  # counted again from what changed (a copy two paths share counts twice)
+                for path in touched:
+                    old, new = stored.snapshot.get(path), snapshot.get(path)
+                    held += (new.size if new is not None and new.blob else 0) - (
+                        old.size if old is not None and old.blob else 0
+                    )
+            snapshot_id = store.save_snapshot(
+                project.id,
+                encode_snapshot_delta(base_id, delta),
+                len(snapshot),
+                watch_token=token,
+                content_bytes=held if held is not None else content_bytes(snapshot),
+                base_id=base_id,
+            )
+            remember_snapshot(store, StoredSnapshot(snapshot_id, snapshot, base_id, delta))
+            return snapshot_id
+    snapshot_id = store.save_snapshot(
+        project.id, encode_snapshot(snapshot), len(snapshot), watch_token=token, content_bytes=content_bytes(snapshot)
+    )
+    remember_snapshot(store, StoredSnapshot(snapshot_id, snapshot, None, None))
+    return snapshot_id
 
 
 def copy_git_objects(store: Store, root: str, oids: Iterable[str]) -> dict[str, BlobId]:
@@ -197,7 +251,8 @@ def adopt_git_objects(store: Store, project: Project) -> int:
     adopted = 0
     while True:
         cached = store.latest_snapshot(project.id)
-        snapshot = decode_snapshot(cached.data) if cached else None
+        loaded = load_snapshot(store, cached.id, cached.data) if cached else None
+        snapshot = loaded.snapshot if loaded else None
         if not snapshot:
             return adopted
         pending = [(path, entry.git_oid) for path, entry in snapshot.items() if entry.git_oid][:ADOPT_ROUND_FILES]
@@ -206,9 +261,10 @@ def adopt_git_objects(store: Store, project: Project) -> int:
         copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid))
         with store.transaction():
             newest = store.latest_snapshot(project.id)
-            current = decode_snapshot(newest.data) if newest else None
-            if current is None:
+            loaded = load_snapshot(store, newest.id, newest.data) if newest else None
+            if loaded is None:
                 return adopted
+            current = dict(loaded.snapshot)
             for path, oid in pending:
                 entry = current.get(path)
                 if entry is None or entry.git_oid != oid:
@@ -385,9 +441,12 @@ def finish_call(
     error: str | None = None,
 ) -> None:
     """Scan after the command, and record the difference from its snapshot as the call's changes."""
-    after = scan_project(store, project, rules, known=ProjectScan(before.project, before.baseline_id)).snapshot
+    scanned = scan_project(store, project, rules)
+    after = scanned.snapshot
     changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
-    differences = diff_snapshots(before.project, after)
+    # A partial scan from the command's own baseline knows the only paths that can differ.
+    where = scanned.touched if scanned.since_id == before.baseline_id else None
+    differences = diff_snapshots(before.project, after, where)
     if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):
         touched = [change.path for change in differences]
         baseline = _with_git_copies(store, project.root, before.project, touched)
@@ -417,8 +476,8 @@ def finish_call(
 def load_call_before(store: Store, call_id: CallId) -> CallBefore:
     snapshot_id, baseline_id = store.call_snapshot_ids(call_id)
     data = store.snapshot(snapshot_id) if snapshot_id else None
-    baseline = store.snapshot(baseline_id) if baseline_id else None
-    project = decode_snapshot(baseline) if baseline is not None else None
+    loaded = load_snapshot(store, baseline_id) if baseline_id else None
+    project = loaded.snapshot if loaded is not None else None
     if data is None or baseline_id is None or project is None:
         raise StoreError(f"the snapshot taken before command {call_id[:16]} is missing")
     return CallBefore.decode(data, baseline_id, project)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import itertools
 import marshal
 import os
 import stat
@@ -160,6 +161,37 @@ def _entry(
     )
 
 
+SNAPSHOT_DELTA_FORMAT = 4
+Delta = dict[str, Entry | None]  # path: its entry now, or None where the path went
+
+
+def encode_snapshot_delta(base_id: str, delta: Delta) -> bytes:
+    """A stat cache as the entries that differ from the full one *base_id* (None: the path is gone)."""
+    entries = [None if entry is None else tuple(entry) for entry in delta.values()]
+    data = marshal.dumps((base_id, list(delta), entries))
+    return bytes([SNAPSHOT_DELTA_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(data)
+
+
+def decode_snapshot_delta(data: bytes) -> tuple[str, Delta] | None:
+    """The base id and the entries of a delta; ``None`` when *data* is not one this version reads."""
+    if not data or data[0] != SNAPSHOT_DELTA_FORMAT:
+        return None
+    try:
+        base_id, paths, entries = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
+        return base_id, dict(zip(paths, (None if e is None else Entry._make(e) for e in entries), strict=True))
+    except (ValueError, EOFError, TypeError, zstandard.ZstdError):
+        return None
+
+
+def stored_entries(data: bytes) -> list[Entry]:
+    """The entries a saved stat cache holds itself: all of a full one, the changed ones of a delta."""
+    full = decode_snapshot(data)
+    if full is not None:
+        return list(full.values())
+    delta = decode_snapshot_delta(data)
+    return [entry for entry in delta[1].values() if entry is not None] if delta else []
+
+
 def encode_snapshot(snapshot: Snapshot) -> bytes:
     # Paths and entries as two plain lists: marshal and the decoder's Entry._make
     # then run at C speed, which matters at 100k entries per scan.
@@ -183,6 +215,59 @@ def decode_snapshot(data: bytes) -> Snapshot | None:
         return None
 
 
+class StoredSnapshot(NamedTuple):
+    """A saved stat cache, decoded: its entries, and (a delta) the full cache it is built on and what differs."""
+
+    id: str
+    snapshot: Snapshot  # shared by every caller of load_snapshot: never changed in place
+    base_id: str | None
+    delta: Delta | None
+
+
+# Decoded caches of this process, newest last: a command's scan after reads the cache its scan before saved,
+# and a harness that embeds the engine scans again and again, so each is decoded (or built) once.
+_LOADED: dict[tuple[str, str], StoredSnapshot] = {}
+_LOADED_KEEP = 3
+
+
+def remember_snapshot(store: Store, stored: StoredSnapshot) -> StoredSnapshot:
+    key = (store.home, stored.id)
+    _LOADED.pop(key, None)
+    _LOADED[key] = stored
+    while len(_LOADED) > _LOADED_KEEP:
+        del _LOADED[next(iter(_LOADED))]
+    return stored
+
+
+def load_snapshot(store: Store, snapshot_id: str, data: bytes | None = None) -> StoredSnapshot | None:
+    """The saved stat cache *snapshot_id* (its sealed *data*, when the caller has read it); ``None`` when it is
+    gone or in a format this version does not read (the next scan then rebuilds it)."""
+    hit = _LOADED.get((store.home, snapshot_id))
+    if hit is not None:
+        return hit
+    if data is None:
+        data = store.snapshot(snapshot_id)
+        if data is None:
+            return None
+    full = decode_snapshot(data)
+    if full is not None:
+        return remember_snapshot(store, StoredSnapshot(snapshot_id, full, None, None))
+    decoded = decode_snapshot_delta(data)
+    if decoded is None:
+        return None
+    base_id, delta = decoded
+    base = load_snapshot(store, base_id)
+    if base is None or base.base_id is not None:
+        return None
+    snapshot = dict(base.snapshot)
+    for path, entry in delta.items():
+        if entry is None:
+            snapshot.pop(path, None)
+        else:
+            snapshot[path] = entry
+    return remember_snapshot(store, StoredSnapshot(snapshot_id, snapshot, base_id, delta))
+
+
 class ScanRules(NamedTuple):
     """What a scan leaves out: files over *max_file_bytes*, paths matched by *exclude*."""
 
@@ -202,6 +287,7 @@ class ScanResult(NamedTuple):
     snapshot: Snapshot
     files_read: int
     bytes_read: int
+    touched: set[str] | None = None  # a partial scan: the only paths whose entries may differ from the previous
 
 
 class _BatchedWriter:
@@ -521,6 +607,7 @@ def rescan_tree(
     scanner.snapshot = dict(previous)
     cleared: set[str] = set()  # folders whose earlier contents go: gone, no longer folders, or walked anew
     walks: list[str] = []
+    touched: set[str] = set(units)
     try:
         root_fd = os.open(root, _DIR_FLAGS)
         try:
@@ -530,8 +617,10 @@ def rescan_tree(
                 old = scanner.snapshot.pop(unit, None)
                 parent, _, name = unit.rpartition("/")
                 parent_fd = _open_folder(root_fd, parent)
+                was_folder = old is not None and old.kind == "dir"
                 if parent_fd is None:
-                    cleared.add(unit)
+                    if was_folder:
+                        cleared.add(unit)
                     continue
                 try:
                     scanner._scan_entry(parent_fd, name, unit)
@@ -539,17 +628,23 @@ def rescan_tree(
                     os.close(parent_fd)
                 new = scanner.snapshot.get(unit)
                 if new is None or new.kind != "dir":
-                    cleared.add(unit)
-                elif units[unit] or old is None or old.kind != "dir":
+                    if was_folder:  # what was below it goes (a file's unit has nothing below it)
+                        cleared.add(unit)
+                elif units[unit] or not was_folder:
                     cleared.add(unit)
                     walks.append(unit)
             if cleared:
-                for path in [p for p in scanner.snapshot if _below(p, cleared)]:
+                gone = [p for p in scanner.snapshot if _below(p, cleared)]
+                for path in gone:
                     del scanner.snapshot[path]
+                touched.update(gone)
             for unit in walks:
                 folder_fd = _open_folder(root_fd, unit)
                 if folder_fd is not None:
+                    size = len(scanner.snapshot)
                     scanner.walk_from(folder_fd, unit + "/")
+                    # What was below the folder was cleared above, so the walk's entries are the newest keys.
+                    touched.update(itertools.islice(reversed(scanner.snapshot), len(scanner.snapshot) - size))
         finally:
             os.close(root_fd)
     except _NotKnown:
@@ -559,7 +654,7 @@ def rescan_tree(
         writer.abort(exc)
         raise
     writer.commit()
-    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
+    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read, touched)
 
 
 class TreeChange(NamedTuple):
@@ -568,15 +663,16 @@ class TreeChange(NamedTuple):
     after: Entry | None
 
 
-def diff_snapshots(before: Snapshot, after: Snapshot) -> list[TreeChange]:
-    """What changed from *before* to *after*, in the order a record wants it.
+def diff_snapshots(before: Snapshot, after: Snapshot, paths: Iterable[str] | None = None) -> list[TreeChange]:
+    """What changed from *before* to *after* (at *paths* only, when a partial scan knows where), in the order
+    a record wants it.
 
     Removed paths come deepest first and created paths outermost first, so
     an undo (which takes changes back last first) makes a folder before
     what goes in it and empties a folder before removing it.
     """
     removed, modified, created = [], [], []
-    for path in before.keys() | after.keys():
+    for path in before.keys() | after.keys() if paths is None else paths:
         old, new = before.get(path), after.get(path)
         if old is new:
             continue  # the scan kept the entry it had: the common case, and the cheapest test
@@ -594,16 +690,22 @@ def diff_snapshots(before: Snapshot, after: Snapshot) -> list[TreeChange]:
 
 
 __all__ = [
+    "Delta",
     "Entry",
     "ScanResult",
     "ScanRules",
     "Snapshot",
+    "StoredSnapshot",
     "TreeChange",
     "content_bytes",
     "decode_snapshot",
     "diff_snapshots",
     "encode_snapshot",
+    "encode_snapshot_delta",
     "folder_fingerprint",
+    "load_snapshot",
+    "remember_snapshot",
     "rescan_tree",
     "scan_tree",
+    "stored_entries",
 ]

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from turnback.capture.scan import Entry, content_bytes, decode_snapshot, encode_snapshot
+from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_snapshot, stored_entries
 from turnback.errors import BlobCorruptError, StoreError
 from turnback.model import BlobId, ProjectId, SessionId
 from turnback.store import Store
@@ -56,9 +56,8 @@ def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
         data = store.snapshot(snapshot_id)
         if data is None:
             continue
-        if purpose == "cache":
-            snapshot = decode_snapshot(data) or {}
-            cache.update(entry.blob for entry in snapshot.values() if entry.blob)
+        if purpose == "cache":  # a delta's base is a row of its own, so each row's own entries are enough
+            cache.update(entry.blob for entry in stored_entries(data) if entry.blob)
         else:
             from turnback.capture.commands import CallBefore  # the command layer's own format
 
@@ -210,9 +209,10 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
 def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
     """Drop the oldest copies a project's stat cache holds beyond *max_bytes*; the files become uncovered."""
     cached = store.latest_snapshot(project_id)
-    snapshot = decode_snapshot(cached.data) if cached else None
-    if not snapshot:
+    loaded = load_snapshot(store, cached.id, cached.data) if cached else None
+    if loaded is None or not loaded.snapshot:
         return 0
+    snapshot = dict(loaded.snapshot)
     sizes = {entry.blob: entry.size for entry in snapshot.values() if entry.blob}
     total = sum(sizes.values())
     if total <= max_bytes:

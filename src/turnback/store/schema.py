@@ -182,6 +182,10 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE snapshots ADD COLUMN content_bytes INTEGER",
     ],
+    # 8: a stat cache saved as the entries that changed since a full one (its base, kept while it is needed)
+    [
+        "ALTER TABLE snapshots ADD COLUMN base_id TEXT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1126,11 +1126,13 @@ class Store:
         purpose: str = "cache",
         watch_token: str | None = None,
         content_bytes: int | None = None,
+        base_id: str | None = None,
     ) -> str:
         """Keep a tree snapshot (opaque, compressed by the caller); *content_bytes*: what its copies hold.
 
         ``cache``: the project's stat cache; older caches are dropped once no
-        running command started from them.
+        running command started from them and no kept cache is built on them
+        (*base_id*: the full cache a cache of only the changed entries needs).
         ``call``: what a command's outside paths held before it ran; dropped
         once the command has ended.
         """
@@ -1138,7 +1140,7 @@ class Store:
         with self.transaction():
             self.db.execute(
                 "INSERT INTO snapshots(id, project_id, purpose, created_at, entries, data_enc, watch_token,"
-                " content_bytes) VALUES(?,?,?,?,?,?,?,?)",
+                " content_bytes, base_id) VALUES(?,?,?,?,?,?,?,?,?)",
                 (
                     snapshot_id,
                     project_id,
@@ -1148,13 +1150,16 @@ class Store:
                     self.crypto.seal(data, f"snapshots:{snapshot_id}".encode()),
                     watch_token,
                     content_bytes,
+                    base_id,
                 ),
             )
+            # A base still protected by a row deleted here goes with the next save.
             self.db.execute(
                 "DELETE FROM snapshots WHERE project_id=? AND id<>? AND (purpose<>'cache' OR ?='cache')"
                 " AND id NOT IN (SELECT snapshot_id FROM calls WHERE status='running' AND snapshot_id IS NOT NULL)"
-                " AND id NOT IN (SELECT baseline_id FROM calls WHERE status='running' AND baseline_id IS NOT NULL)",
-                (project_id, snapshot_id, purpose),
+                " AND id NOT IN (SELECT baseline_id FROM calls WHERE status='running' AND baseline_id IS NOT NULL)"
+                " AND id NOT IN (SELECT base_id FROM snapshots WHERE project_id=? AND base_id IS NOT NULL)",
+                (project_id, snapshot_id, purpose, project_id),
             )
         return snapshot_id
 
