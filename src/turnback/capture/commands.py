@@ -31,7 +31,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import IO, Any, NamedTuple
 
 import zstandard
@@ -40,6 +40,7 @@ from turnback.capture import gitindex
 from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
 from turnback.capture.scan import (
+    DICT_SAMPLES,
     Entry,
     ScanRules,
     Snapshot,
@@ -61,6 +62,7 @@ from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Pr
 from turnback.paths import RelPath
 from turnback.procs import process_alive
 from turnback.store import Store
+from turnback.store.blobs import DICT_MAX_BLOB
 from turnback.store.store import CachedSnapshot
 
 WATCH_POLL_S = 0.2
@@ -208,12 +210,36 @@ def _save_cache(
     return snapshot_id
 
 
-def copy_git_objects(store: Store, root: str, oids: Iterable[str]) -> dict[str, BlobId]:
-    """Copy git objects into the store; the content id of each (one that is gone is left out)."""
+def _teaching_first(store: Store, objects: Iterator[tuple[str, bytes | None]]) -> Iterator[tuple[str, bytes | None]]:
+    """*objects*, the store's dictionary trained on the first ``DICT_SAMPLES`` small ones before any is stored
+    (when it has none yet), so that they and every later copy compress against it."""
+    if store.blobs.has_dictionary():
+        yield from objects
+        return
+    held: list[tuple[str, bytes | None]] = []
+    small = 0
+    for item in objects:
+        held.append(item)
+        small += item[1] is not None and len(item[1]) <= DICT_MAX_BLOB
+        if small >= DICT_SAMPLES:
+            break
+    with store.transaction():
+        store.blobs.train_dictionary([data for _, data in held if data is not None])
+    yield from held
+    yield from objects
+
+
+def copy_git_objects(store: Store, root: str, oids: Iterable[str], *, teach: bool = False) -> dict[str, BlobId]:
+    """Copy git objects into the store; the content id of each (one that is gone is left out).
+
+    *teach*: the first copies train the store's dictionary if it has none (the background copy does; a
+    command's own copies are on the agent's path and do not wait for training).
+    """
     copied: dict[str, BlobId] = {}
     batch = 0
+    objects = gitindex.read_objects(root, oids)
     with contextlib.ExitStack() as stack:
-        for oid, data in gitindex.read_objects(root, oids):
+        for oid, data in _teaching_first(store, objects) if teach else objects:
             if data is None:
                 continue
             if batch == 0:
@@ -258,7 +284,7 @@ def adopt_git_objects(store: Store, project: Project) -> int:
         pending = [(path, entry.git_oid) for path, entry in snapshot.items() if entry.git_oid][:ADOPT_ROUND_FILES]
         if not pending:
             return adopted
-        copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid))
+        copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid), teach=True)
         with store.transaction():
             newest = store.latest_snapshot(project.id)
             loaded = load_snapshot(store, newest.id, newest.data) if newest else None

@@ -8,6 +8,12 @@ chunks are kept once, and a restore can check each chunk and the whole.
 
 A blob row's ``data`` is sealed with associated data ``blob || id || kind``,
 so a blob cannot be swapped for another.
+
+Small contents compress far better against a dictionary of what a project's
+files share (the way git's delta packs do across files): once a store has
+one (trained on a project's first files, sealed in ``meta``, never changed),
+data blobs up to ``DICT_MAX_BLOB`` are compressed with it (kind
+``KIND_DATA_DICT``). Blobs stored before it stay as they are.
 """
 
 from __future__ import annotations
@@ -25,7 +31,13 @@ from turnback.store.db import Database
 CHUNK_SIZE = 4 << 20
 KIND_DATA = 0
 KIND_CHUNKS = 1
+KIND_DATA_DICT = 2
 ZSTD_LEVEL = 3
+DICT_META_KEY = "zstd_dictionary"
+DICT_BYTES = 112 << 10
+DICT_MAX_BLOB = 64 << 10  # a larger content has enough of its own to compress against
+DICT_MIN_SAMPLES = 500  # fewer files than this teach a dictionary little
+DICT_LOOK_AGAIN_S = 10.0
 
 
 def _context(blob_id: bytes, kind: int) -> bytes:
@@ -38,6 +50,48 @@ class BlobStore:
         self._crypto = crypto
         self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
+        self._dict_compressor: zstandard.ZstdCompressor | None = None
+        self._dict_decompressor: zstandard.ZstdDecompressor | None = None
+        self._dict_looked_at: float | None = None
+
+    # -- the dictionary ---------------------------------------------------------------------
+
+    def _load_dictionary(self, *, now: bool = False) -> None:
+        """Read the store's dictionary; a store without one is looked at again after ``DICT_LOOK_AGAIN_S``
+        (another process may train it meanwhile), one with one never (it never changes)."""
+        if self._dict_compressor is not None:
+            return
+        moment = time.monotonic()
+        if not now and self._dict_looked_at is not None and moment - self._dict_looked_at < DICT_LOOK_AGAIN_S:
+            return
+        self._dict_looked_at = moment
+        row = self._db.one("SELECT value FROM meta WHERE key=?", (DICT_META_KEY,))
+        if row is not None:
+            raw = self._crypto.open(bytes(row[0]), DICT_META_KEY.encode())
+            dictionary = zstandard.ZstdCompressionDict(raw)
+            self._dict_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
+            self._dict_decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
+
+    def has_dictionary(self) -> bool:
+        self._load_dictionary()
+        return self._dict_compressor is not None
+
+    def train_dictionary(self, samples: list[bytes]) -> bool:
+        """Give the store its dictionary, trained on *samples* (contents of one project); False when it has one
+        already or the samples are too few to teach one. Call inside a transaction."""
+        small: list[bytes | bytearray | memoryview] = [s for s in samples if 0 < len(s) <= DICT_MAX_BLOB]
+        if self.has_dictionary() or len(small) < DICT_MIN_SAMPLES:
+            return False
+        try:
+            raw = zstandard.train_dictionary(DICT_BYTES, small).as_bytes()
+        except zstandard.ZstdError:
+            return False  # samples zstd can learn nothing from
+        self._db.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES(?, ?)",
+            (DICT_META_KEY, self._crypto.seal(raw, DICT_META_KEY.encode())),
+        )
+        self._load_dictionary(now=True)  # another process may have given it one first: theirs is the one
+        return True
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -45,7 +99,11 @@ class BlobStore:
         """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own)."""
         if self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)):
             return
-        sealed = self._crypto.seal(self._compressor.compress(plain), _context(blob_id, kind))
+        compressor = self._compressor
+        if kind == KIND_DATA and len(plain) <= DICT_MAX_BLOB and self.has_dictionary():
+            assert self._dict_compressor is not None
+            kind, compressor = KIND_DATA_DICT, self._dict_compressor
+        sealed = self._crypto.seal(compressor.compress(plain), _context(blob_id, kind))
         self._db.execute(
             "INSERT OR IGNORE INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?)",
             (blob_id, kind, len(plain) if size is None else size, len(sealed), sealed, time.time_ns()),
@@ -96,13 +154,19 @@ class BlobStore:
         if row is None:
             raise BlobCorruptError(f"a stored copy is missing (blob {blob_id[:6].hex()})")
         kind, sealed = int(row[0]), bytes(row[1])
+        decompressor = self._decompressor
+        if kind == KIND_DATA_DICT:
+            self._load_dictionary(now=True)
+            if self._dict_decompressor is None:
+                raise BlobCorruptError(f"the store's dictionary is missing (blob {blob_id[:6].hex()})")
+            decompressor = self._dict_decompressor
         try:
-            plain = self._decompressor.decompress(self._crypto.open(sealed, _context(blob_id, kind)))
+            plain = decompressor.decompress(self._crypto.open(sealed, _context(blob_id, kind)))
         except BlobCorruptError as exc:
             raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})") from exc
         except zstandard.ZstdError as exc:
             raise BlobCorruptError(f"a stored copy does not decompress (blob {blob_id[:6].hex()})") from exc
-        return kind, plain
+        return (KIND_DATA if kind == KIND_DATA_DICT else kind), plain
 
     def iter_content(self, blob_id: BlobId) -> Iterator[bytes]:
         """Yield the content in chunks, each checked against its keyed id.
