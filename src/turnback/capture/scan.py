@@ -226,10 +226,11 @@ class StoredSnapshot(NamedTuple):
     delta: Delta | None
 
 
-# Decoded caches of this process, newest last: a command's scan after reads the cache its scan before saved,
-# and a harness that embeds the engine scans again and again, so each is decoded (or built) once.
+# The newest decoded cache of this process: a command's scan after reads the cache its scan before saved,
+# and a harness that embeds the engine scans again and again, so each is decoded (or built) once. One only:
+# at 100k files a decoded cache takes about 90 MB.
 _LOADED: dict[tuple[str, str], StoredSnapshot] = {}
-_LOADED_KEEP = 3
+_LOADED_KEEP = 1
 
 
 def remember_snapshot(store: Store, stored: StoredSnapshot) -> StoredSnapshot:
