@@ -122,6 +122,7 @@ def cli_env(home: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
         "TURNBACK_KEY": TEST_KEY,
         "TURNBACK_NO_KEYRING": "1",
         "PYTHONPATH": str(ROOT / "src"),
+        "TURNBACK_HOOK_RELAY_IDLE_S": "3",  # a hook relay a test started goes soon after it
     }
     env.update(extra or {})
     return env

@@ -15,9 +15,10 @@ The public surface. Front ends (CLI, hooks, MCP) import only from here::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
+TYPE_CHECKING = False  # not typing's: importing typing costs every hook process about 10 ms
 if TYPE_CHECKING:
+    from typing import Any
+
     from turnback.engine import CallHandle, Engine
     from turnback.errors import (
         BlobCorruptError,

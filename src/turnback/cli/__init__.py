@@ -8,9 +8,9 @@ import sys
 
 def entry() -> int:
     if sys.argv[1:3] == ["hook", "claude-code"]:
-        from turnback.hooks.claude import run
+        from turnback.hooks.relay import hook_main
 
-        return run()
+        return hook_main()
     from turnback.cli.main import main
 
     return main()

@@ -26,11 +26,11 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
+
+from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, parse, wanted
 
 HARNESS = "claude-code"
-FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
-SHELL_TOOLS = ("Bash", "PowerShell")
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
 COMPACTION = "compaction (Claude Code is summarising the conversation)"
 
@@ -38,11 +38,11 @@ Event = dict[str, Any]
 Output = dict[str, Any] | None
 
 
-def _claude_pid() -> int:
-    """The Claude Code process: the nearest ancestor that is not a shell running this hook."""
+def _claude_pid(start: int) -> int:
+    """The Claude Code process: from *start* (the hook's parent), the nearest ancestor that is not a shell."""
     from turnback.procs import parent_and_name
 
-    pid = os.getppid()
+    pid = start
     for _ in range(8):
         found = parent_and_name(pid)
         if found is None or found[1] not in SHELLS:
@@ -51,14 +51,30 @@ def _claude_pid() -> int:
     return pid
 
 
+class Caller(NamedTuple):
+    """What the hook process knew besides its event: its parent, working folder and ``CLAUDE_PROJECT_DIR``."""
+
+    parent_pid: int
+    cwd: str
+    project_dir: str | None
+
+    @classmethod
+    def this_process(cls) -> Caller:
+        return cls(os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None)
+
+
 class _Hook:
-    def __init__(self, engine: Any, event: Event):
+    def __init__(self, engine: Any, event: Event, caller: Caller):
         self.engine = engine
         self.event = event
-        self.cwd = str(event.get("cwd") or os.getcwd())
+        self.caller = caller
+        self.cwd = str(event.get("cwd") or caller.cwd)
+
+    def claude_pid(self) -> int:
+        return _claude_pid(self.caller.parent_pid)
 
     def session(self) -> Any:
-        project = os.environ.get("CLAUDE_PROJECT_DIR") or self.cwd
+        project = self.caller.project_dir or self.cwd
         external = str(self.event.get("session_id") or "")
         if not external:
             raise ValueError("the event has no session_id")
@@ -73,7 +89,7 @@ class _Hook:
         except RefusedError:
             pass
         try:
-            return self.engine.begin_turn(session.id, None, holder_pid=_claude_pid())
+            return self.engine.begin_turn(session.id, None, holder_pid=self.claude_pid())
         except BusyError:  # another hook of the same moment began it first: join that turn
             return self.engine.running_turn(session.id)
 
@@ -89,7 +105,7 @@ class _Hook:
         session = self.session()
         self.engine.busy_end(session.id, COMPACTION)
         self._end_running(session)
-        self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=_claude_pid())
+        self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=self.claude_pid())
         notices = self.engine.notices(session.id)
         if not notices:
             return None
@@ -153,7 +169,7 @@ class _Hook:
 
     def pre_compact(self) -> Output:
         session = self.session()
-        self.engine.busy_start(session.id, COMPACTION, holder_pid=_claude_pid())
+        self.engine.busy_start(session.id, COMPACTION, holder_pid=self.claude_pid())
         return None
 
     def stop(self) -> Output:
@@ -193,6 +209,7 @@ _HANDLERS: dict[str, Callable[[_Hook], Output]] = {
     "Stop": _Hook.stop,
     "SessionEnd": _Hook.session_end,
 }
+assert tuple(_HANDLERS) == HANDLED_EVENTS, "the relay filters events by HANDLED_EVENTS"
 
 
 def _log_failure(home: str | None) -> None:
@@ -209,38 +226,40 @@ def _log_failure(home: str | None) -> None:
         pass
 
 
+def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
+    """Handle one event that :func:`wanted`: what goes to stdout and to stderr. Never raises.
+
+    The store is opened for the event and closed after it, so settings and keys are read as they are now
+    (the hook relay's long-lived process calls this too).
+    """
+    try:
+        import turnback
+
+        handler = _HANDLERS[str(event.get("hook_event_name"))]
+        with turnback.open(home) as engine:
+            output = handler(_Hook(engine, event, caller))
+        return (json.dumps(output) + "\n" if output else ""), ""
+    except Exception as exc:  # never block the agent: say it once, log the rest
+        _log_failure(home)
+        return "", f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n"
+
+
 def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Handle one Claude Code hook event. Always exits 0: turnback's trouble never blocks the agent."""
+    """Handle one Claude Code hook event in this process (``turnback --store DIR hook``; the plain command goes
+    through :mod:`turnback.hooks.relay`). Always exits 0: turnback's trouble never blocks the agent."""
+    from turnback.home import default_home
+
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    home = None
-    try:
-        raw = stdin.read()
-        try:
-            event = json.loads(raw or b"{}")
-        except ValueError:
-            print("turnback: the hook event is not JSON; ignored", file=stderr)
-            return 0
-        if not isinstance(event, dict):
-            print("turnback: the hook event is not a JSON object; ignored", file=stderr)
-            return 0
-        name = str(event.get("hook_event_name") or "")
-        handler = _HANDLERS.get(name)
-        tool = str(event.get("tool_name") or "")
-        if handler is None or ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS):
-            return 0  # before the store is opened: a Read or a Grep costs the agent no more than Python's start
-        import turnback
-
-        home = turnback.default_home()
-        with turnback.open(home) as engine:
-            output = handler(_Hook(engine, event))
-        if output:
-            print(json.dumps(output), file=stdout)
-    except Exception as exc:  # never block the agent: say it once, log the rest
-        print(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on", file=stderr)
-        _log_failure(home)
+    event, why = parse(stdin.read())
+    if event is None or not wanted(event):
+        stderr.write(why)
+        return 0
+    out, err = handle(event, Caller.this_process(), default_home())
+    stdout.write(out)
+    stderr.write(err)
     return 0
 
 
-__all__ = ["HARNESS", "run"]
+__all__ = ["HARNESS", "Caller", "handle", "run"]

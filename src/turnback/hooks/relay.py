@@ -1,0 +1,250 @@
+"""The hook relay: one long-lived process per store handles hook events, so a hook does not import turnback.
+
+Claude Code starts ``turnback hook claude-code`` for every event and waits
+for it. Python's start-up is about 20 ms; importing the engine (SQLite,
+cryptography, zstandard and turnback's own modules) adds some 60 ms more.
+So a hook process imports only what this module needs (``json``, ``socket``)
+and hands its event to the relay, a process that imported the rest once;
+the relay opens the store for the event, handles it exactly as the hook
+would (:func:`turnback.hooks.claude.handle`), and sends back what to print.
+
+- No relay yet (or ``TURNBACK_HOOK_RELAY=0``): the hook handles the event
+  itself, then starts a relay for the next one (unless turned off).
+- The relay listens on an abstract Unix socket named after the user and the
+  store (Linux), and both ends check the other is the same user
+  (``SO_PEERCRED``). A hook whose ``TURNBACK_KEY`` or keyring setting differs
+  from the relay's gets ``taken: false`` and handles its event itself.
+- It serves one event at a time, and ends when it has had none for
+  ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
+  gone, or when turnback's code changed on disk (an upgrade).
+- A relay that fails once it took an event is not asked again for it: the
+  hook says so on stderr and exits 0, as for any trouble of turnback's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import struct
+import sys
+
+TYPE_CHECKING = False  # typing itself is among what a hook process should not import
+if TYPE_CHECKING:
+    from typing import Any
+
+ENV_RELAY = "TURNBACK_HOOK_RELAY"
+ENV_IDLE = "TURNBACK_HOOK_RELAY_IDLE_S"
+IDLE_S = 600.0
+REPLY_TIMEOUT_S = 55.0  # under Claude Code's own 60 s limit for a hook
+READ_TIMEOUT_S = 5.0
+SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING")  # what else decides how the store opens
+HANDLED_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "PreCompact",
+    "Stop",
+    "SessionEnd",
+)
+FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
+SHELL_TOOLS = ("Bash", "PowerShell")
+_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The event in *raw*, or None and the line that says why it is ignored."""
+    try:
+        event = json.loads(raw or b"{}")
+    except ValueError:
+        return None, "turnback: the hook event is not JSON; ignored\n"
+    if not isinstance(event, dict):
+        return None, "turnback: the hook event is not a JSON object; ignored\n"
+    return event, ""
+
+
+def wanted(event: dict[str, Any]) -> bool:
+    """Whether an event needs the store at all (a Read or a Grep costs the agent no more than Python's start)."""
+    name = str(event.get("hook_event_name") or "")
+    tool = str(event.get("tool_name") or "")
+    return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
+
+
+def address(home: str) -> str | None:
+    """The relay's socket for the store in *home*; None where there is none (not Linux)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    digest = hashlib.sha256(f"{os.getuid()}\0{os.path.realpath(home)}".encode()).hexdigest()[:32]
+    return f"\0turnback-hook-relay-{digest}"
+
+
+def _same_user(sock: socket.socket) -> bool:
+    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
+    return bool(uid == os.getuid())
+
+
+def _store_env() -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in SAME_STORE_ENV}
+
+
+def _read_all(sock: socket.socket) -> bytes:
+    parts = []
+    while chunk := sock.recv(1 << 16):
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+# -- the hook's side ---------------------------------------------------------------------------
+
+
+def _ask(where: str, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The relay's reply; None when no relay answers (nothing was handed over)."""
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        try:
+            sock.connect(where)
+        except OSError:
+            return None
+        if not _same_user(sock):
+            return None  # another user's socket under our name: never hand it an event
+        sock.settimeout(REPLY_TIMEOUT_S)
+        sock.sendall(json.dumps(request).encode())
+        sock.shutdown(socket.SHUT_WR)
+        try:
+            reply = json.loads(_read_all(sock))
+        except (OSError, ValueError):
+            return {"taken": True, "out": "", "err": "turnback: the hook relay did not answer; the agent goes on\n"}
+        return reply if isinstance(reply, dict) else None
+    finally:
+        sock.close()
+
+
+def _start_relay(home: str) -> None:
+    import subprocess
+
+    try:
+        subprocess.Popen(
+            [sys.executable, "-m", "turnback.hooks.relay", "serve", home],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            close_fds=True,
+            cwd="/",
+        )
+    except OSError:
+        pass  # no relay: every hook handles its own event, as without one
+
+
+def hook_main() -> int:
+    """``turnback hook claude-code``: hand the event on stdin to the relay, or handle it here. Exits 0."""
+    from turnback.home import default_home
+
+    event, why = parse(sys.stdin.buffer.read())
+    if event is None or not wanted(event):
+        sys.stderr.write(why)
+        return 0
+    home = default_home()
+    parent, cwd, project_dir = os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None
+    relayed = os.environ.get(ENV_RELAY, "") != "0"
+    where = address(home) if relayed else None
+    reply = (
+        _ask(where, {"event": event, "caller": [parent, cwd, project_dir], "env": _store_env()})
+        if where is not None
+        else None
+    )
+    if reply is not None and reply.get("taken"):
+        sys.stdout.write(str(reply.get("out") or ""))
+        sys.stderr.write(str(reply.get("err") or ""))
+        return 0
+    from turnback.hooks.claude import Caller, handle
+
+    out, err = handle(event, Caller(parent, cwd, project_dir), home)
+    if where is not None and reply is None and os.path.isdir(home):
+        _start_relay(home)  # none answered: one for the next event
+    sys.stdout.write(out)
+    sys.stderr.write(err)
+    return 0
+
+
+# -- the relay's side --------------------------------------------------------------------------
+
+
+class _CodeWatch:
+    """Whether a module of turnback's that this process loaded changed on disk since it was loaded."""
+
+    def __init__(self) -> None:
+        self.stamps: dict[str, int] = {}
+        self.changed()
+
+    def changed(self) -> bool:
+        for name, module in list(sys.modules.items()):
+            path = getattr(module, "__file__", None)
+            if (name == "turnback" or name.startswith("turnback.")) and path:
+                try:
+                    mtime = os.stat(path).st_mtime_ns
+                except OSError:
+                    return True
+                if self.stamps.setdefault(path, mtime) != mtime:  # a module loaded since counts from then
+                    return True
+        return False
+
+
+def serve(home: str) -> int:
+    """Serve hook events for the store in *home* until idle, the store gone, or the code changed."""
+    import time
+
+    import turnback.engine  # noqa: F401  (what every event needs, imported once, before the first one)
+    from turnback.hooks.claude import Caller, handle
+
+    where = address(home)
+    if where is None:
+        return 1
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        server.bind(where)
+    except OSError:
+        return 0  # another relay has the name: it serves
+    server.listen(16)
+    server.settimeout(1.0)
+    idle = float(os.environ.get(ENV_IDLE) or IDLE_S)
+    code = _CodeWatch()
+    mine = _store_env()
+    last = time.monotonic()
+    try:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                if time.monotonic() - last > idle or not os.path.isdir(home) or code.changed():
+                    return 0
+                continue
+            last = time.monotonic()
+            with conn:
+                stale = code.changed()
+                reply: dict[str, Any] = {"taken": False}
+                try:
+                    conn.settimeout(READ_TIMEOUT_S)
+                    if _same_user(conn):
+                        request = json.loads(_read_all(conn))
+                        if not stale and request.get("env") == mine:
+                            caller = request["caller"]
+                            out, err = handle(request["event"], Caller(int(caller[0]), str(caller[1]), caller[2]), home)
+                            reply = {"taken": True, "out": out, "err": err}
+                    conn.settimeout(READ_TIMEOUT_S)
+                    conn.sendall(json.dumps(reply).encode())
+                except (OSError, ValueError, KeyError, TypeError, IndexError):
+                    pass  # that hook hears nothing it can use: it says so, or handles the event itself
+            if stale:
+                return 0
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"] and len(sys.argv) == 3:
+        sys.exit(serve(sys.argv[2]))
+    sys.exit(2)
