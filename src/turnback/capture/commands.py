@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import json
 import marshal
+import operator
 import os
 import shlex
 import signal
@@ -160,8 +161,11 @@ def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectSca
             touched = result.touched
         else:  # a full scan keeps the very entry of each path whose stat did not change
             now = result.snapshot
-            touched = {path for path, entry in now.items() if previous.get(path) is not entry}
-            touched.update(path for path in previous if path not in now)
+            if len(now) == len(previous) and all(map(operator.is_, now.values(), previous.values())):
+                touched = set()  # each entry kept, in the same order (an entry belongs to one path): nothing changed
+            else:
+                touched = {path for path, entry in now.items() if previous.get(path) is not entry}
+                touched.update(path for path in previous if path not in now)
         touched = {path for path in touched if result.snapshot.get(path) != previous.get(path)}
     if cached is not None and touched is not None and not touched and token == cached.watch_token:
         return ProjectScan(result.snapshot, cached.id, cached.id, set())

@@ -457,17 +457,20 @@ class _Scanner:
         except OSError as exc:
             self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
             return False
-        previous = self.previous.get(path)
-        if (  # the common case first: a file as the last scan left it (the checks below all held then)
+        return self._record(dir_fd, name, path, st, self.previous.get(path))
+
+    def _record(self, dir_fd: int, name: str, path: str, st: os.stat_result, previous: Entry | None) -> bool:
+        """Record the entry *st* found at *path* (*previous*: the last scan's); True when it is a folder to enter."""
+        if (  # the common case first: the entry as the last scan left it (the checks below all held then)
             previous is not None
-            and previous.kind == "file"
             and not previous.racy
-            and previous.stat_matches(st)
+            and previous[1:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+            and previous.kind in ("file", "dir")
             and st.st_size <= self.rules.max_file_bytes
-            and (not self.rules.exclude or self.rules.excluded_by(path, is_dir=False) is None)
+            and (not self.rules.exclude or self.rules.excluded_by(path, is_dir=previous.kind == "dir") is None)
         ):
-            self.snapshot[path] = previous
-            return False
+            self.snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
+            return previous.kind == "dir"
         is_dir = stat.S_ISDIR(st.st_mode)
         glob = self.rules.excluded_by(path, is_dir=is_dir)
         if glob is not None:
@@ -504,7 +507,7 @@ class _Scanner:
         """Record the entries of one folder; return the names of the folders to enter."""
         try:
             with os.scandir(dir_fd) as listing:
-                names = [entry.name for entry in listing]
+                entries = list(listing)
         except OSError as exc:
             folder = prefix.rstrip("/")
             if folder in self.snapshot:
@@ -513,12 +516,22 @@ class _Scanner:
                 )
             return []
         if self.only is not None and not prefix:
-            names = [name for name in names if name == self.only]
+            entries = [entry for entry in entries if entry.name == self.only]
         folders = []
-        for name in names:
-            if name == ".git" or prefix + name in self.rules.skip:
+        skip = self.rules.skip
+        previous_of = self.previous.get  # this loop runs once per path: what a scan that finds nothing costs
+        for entry in entries:
+            name = entry.name
+            path = prefix + name
+            if name == ".git" or (skip and path in skip):
                 continue  # never read: a repository's (or a submodule's) own files, turnback's own store
-            if self._scan_entry(dir_fd, name, prefix + name):
+            try:
+                st = entry.stat(follow_symlinks=False)  # fstatat on the folder's descriptor: no link followed
+            except OSError:
+                if self._scan_entry(dir_fd, name, path):  # says why, or finds it gone
+                    folders.append(name)
+                continue
+            if self._record(dir_fd, name, path, st, previous_of(path)):
                 folders.append(name)
         return folders
 
