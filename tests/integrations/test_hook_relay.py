@@ -184,3 +184,15 @@ def test_turnback_hook_relay_0_keeps_every_event_in_the_hook(home: Path, project
     time.sleep(0.5)
     assert relay_pid(home) is None
     assert [call["tool"] for turn in log_json(home, project)["turns"] for call in turn["calls"]] == ["Write"]
+
+
+def test_a_hook_whose_folder_is_gone_warns_once_and_exits_0(home: Path, project: Path, tmp_path: Path) -> None:
+    doomed = tmp_path / "doomed"
+    doomed.mkdir()
+    event = Claude(home, project).payload("UserPromptSubmit", prompt="from a folder that is gone")
+    script = f"cd {doomed} && rmdir {doomed} && exec {sys.executable} -m turnback hook claude-code"
+    ran = subprocess.run(["sh", "-c", script], input=event, capture_output=True, env=cli_env(home), timeout=60)
+    assert ran.returncode == 0
+    assert ran.stdout == b""
+    assert ran.stderr.decode().startswith("turnback: hook failed (FileNotFoundError"), ran.stderr
+    assert len(ran.stderr.splitlines()) == 1

@@ -252,11 +252,14 @@ def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: I
     stdin = stdin or sys.stdin.buffer
     stdout = stdout or sys.stdout
     stderr = stderr or sys.stderr
-    event, why = parse(stdin.read())
-    if event is None or not wanted(event):
-        stderr.write(why)
-        return 0
-    out, err = handle(event, Caller.this_process(), default_home())
+    try:
+        event, why = parse(stdin.read())
+        if event is None or not wanted(event):
+            stderr.write(why)
+            return 0
+        out, err = handle(event, Caller.this_process(), default_home())
+    except Exception as exc:  # never block the agent: a folder gone, stdin unreadable
+        out, err = "", f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n"
     stdout.write(out)
     stderr.write(err)
     return 0

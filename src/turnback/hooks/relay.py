@@ -141,6 +141,14 @@ def _start_relay(home: str) -> None:
 
 def hook_main() -> int:
     """``turnback hook claude-code``: hand the event on stdin to the relay, or handle it here. Exits 0."""
+    try:
+        return _hook()
+    except Exception as exc:  # never block the agent (the event's own trouble is handled and logged deeper)
+        sys.stderr.write(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n")
+        return 0
+
+
+def _hook() -> int:
     from turnback.home import default_home
 
     event, why = parse(sys.stdin.buffer.read())
