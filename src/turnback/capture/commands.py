@@ -22,6 +22,7 @@ change there is recorded as not covered.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import marshal
 import operator
@@ -163,9 +164,9 @@ def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectSca
             now = result.snapshot
             if len(now) == len(previous) and all(map(operator.is_, now.values(), previous.values())):
                 touched = set()  # each entry kept, in the same order (an entry belongs to one path): nothing changed
-            else:
-                touched = {path for path, entry in now.items() if previous.get(path) is not entry}
-                touched.update(path for path in previous if path not in now)
+            else:  # the paths whose entry is not the one kept, and the paths gone (iterators only: 60k paths)
+                kept = map(operator.is_not, now.values(), map(previous.get, now.keys()))
+                touched = set(itertools.compress(now.keys(), kept)) | (previous.keys() - now.keys())
         touched = {path for path in touched if result.snapshot.get(path) != previous.get(path)}
     if cached is not None and touched is not None and not touched and token == cached.watch_token:
         return ProjectScan(result.snapshot, cached.id, cached.id, set())

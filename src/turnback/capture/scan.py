@@ -369,6 +369,19 @@ def _chunks(fd: int, also: hashlib._Hash | None = None) -> Iterator[bytes]:
         yield chunk
 
 
+class _Named:
+    """One name in an open folder, looked at the way ``os.scandir``'s entries are."""
+
+    __slots__ = ("_dir_fd", "name")
+
+    def __init__(self, dir_fd: int, name: str):
+        self._dir_fd = dir_fd
+        self.name = name
+
+    def stat(self, *, follow_symlinks: bool) -> os.stat_result:
+        return os.stat(self.name, dir_fd=self._dir_fd, follow_symlinks=follow_symlinks)
+
+
 class _Scanner:
     def __init__(
         self,
@@ -450,27 +463,12 @@ class _Scanner:
 
     def _scan_entry(self, dir_fd: int, name: str, path: str) -> bool:
         """Record one entry; True when it is a folder to enter."""
-        try:
-            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
-        except FileNotFoundError:
-            return False
-        except OSError as exc:
-            self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
-            return False
-        return self._record(dir_fd, name, path, st, self.previous.get(path))
+        prefix = path[: len(path) - len(name)]
+        return bool(self._visit(dir_fd, prefix, [_Named(dir_fd, name)]))
 
-    def _record(self, dir_fd: int, name: str, path: str, st: os.stat_result, previous: Entry | None) -> bool:
-        """Record the entry *st* found at *path* (*previous*: the last scan's); True when it is a folder to enter."""
-        if (  # the common case first: the entry as the last scan left it (the checks below all held then)
-            previous is not None
-            and not previous.racy
-            and previous[1:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
-            and previous.kind in ("file", "dir")
-            and st.st_size <= self.rules.max_file_bytes
-            and (not self.rules.exclude or self.rules.excluded_by(path, is_dir=previous.kind == "dir") is None)
-        ):
-            self.snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
-            return previous.kind == "dir"
+    def _record(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> bool:
+        """Record the entry *st* found at *path*, new or changed since the last scan; True when it is a folder
+        to enter."""
         is_dir = stat.S_ISDIR(st.st_mode)
         glob = self.rules.excluded_by(path, is_dir=is_dir)
         if glob is not None:
@@ -517,9 +515,20 @@ class _Scanner:
             return []
         if self.only is not None and not prefix:
             entries = [entry for entry in entries if entry.name == self.only]
+        return self._visit(dir_fd, prefix, entries)
+
+    def _visit(self, dir_fd: int, prefix: str, entries: Iterable[os.DirEntry[str] | _Named]) -> list[str]:
+        """Record *entries* of the folder *dir_fd* (at *prefix*); return the names of the folders to enter.
+
+        This loop runs once per path of the tree, and what it costs is what a scan that finds nothing changed
+        costs: so the common case, an entry as the last scan left it, is decided here, inline.
+        """
         folders = []
         skip = self.rules.skip
-        previous_of = self.previous.get  # this loop runs once per path: what a scan that finds nothing costs
+        previous_of = self.previous.get
+        snapshot = self.snapshot
+        plain = not self.rules.exclude
+        max_bytes = self.rules.max_file_bytes
         for entry in entries:
             name = entry.name
             path = prefix + name
@@ -527,11 +536,26 @@ class _Scanner:
                 continue  # never read: a repository's (or a submodule's) own files, turnback's own store
             try:
                 st = entry.stat(follow_symlinks=False)  # fstatat on the folder's descriptor: no link followed
-            except OSError:
-                if self._scan_entry(dir_fd, name, path):  # says why, or finds it gone
-                    folders.append(name)
+            except FileNotFoundError:
+                continue  # gone since the listing
+            except OSError as exc:
+                snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
                 continue
-            if self._record(dir_fd, name, path, st, previous_of(path)):
+            previous = previous_of(path)
+            if (
+                previous is not None
+                and not previous.racy
+                and previous[1:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
+            ):
+                kind = previous.kind
+                if ((kind == "file" and st.st_size <= max_bytes) or kind == "dir") and (
+                    plain or self.rules.excluded_by(path, is_dir=kind == "dir") is None
+                ):
+                    snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
+                    if kind == "dir":
+                        folders.append(name)
+                    continue
+            if self._record(dir_fd, name, path, st):
                 folders.append(name)
         return folders
 
