@@ -149,15 +149,16 @@ def run_cli(
     stdin: bytes = b"",
     env: dict[str, str] | None = None,
     prefix: list[str] | None = None,
+    timeout: float = 120.0,
 ) -> Result:
-    """Run ``python -m turnback ARGS`` as a subprocess with a cleared environment."""
+    """Run ``python -m turnback ARGS`` as a subprocess with a cleared environment (and a deadline)."""
     proc = subprocess.run(
         [*(prefix or []), sys.executable, "-m", "turnback", *args],
         input=stdin,
         capture_output=True,
         cwd=cwd,
         env=cli_env(home, env),
-        timeout=120,
+        timeout=timeout,
     )
     return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import turnback.fsio
-from tests.conftest import Result, cli_env, tree_state
+from tests.conftest import Result, cli_env, run_cli, tree_state
 
 SOAK = os.environ.get("TURNBACK_SOAK", "") not in ("", "0")
 STATS_ENV = "TURNBACK_RELIABILITY_STATS"
@@ -110,16 +110,7 @@ def run(
     timeout: float = DEADLINE_S,
 ) -> Result:
     """``python -m turnback ARGS`` with a deadline; returns the exit code (negative: killed by that signal)."""
-    proc = subprocess.run(
-        [*(prefix or []), sys.executable, "-m", "turnback", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        env=cli_env(home, env),
-        timeout=timeout,
-        check=False,
-    )
-    return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+    return run_cli(home, *args, cwd=cwd, stdin=stdin, env=env, prefix=prefix, timeout=timeout)
 
 
 def run_killed(home: Path, *args: str, cwd: Path, env: dict[str, str]) -> tuple[Result, int]:
