@@ -25,14 +25,13 @@ import os
 import platform
 import pstats
 import random
-import statistics
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from benchutil import Spread, file_system_of, non_negative, plural, positive, temp_base
 
 import turnback
 
@@ -49,24 +48,6 @@ WORDS = ["def", "return", "self", "import", "class", "if", "else", "for", "in", 
 
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median and the 10th and 90th percentiles of a sample, in milliseconds."""
-
-    median: float
-    p10: float
-    p90: float
-    n: int
-
-    @classmethod
-    def of_ns(cls, samples_ns: list[int]) -> Spread:
-        ms = [s / 1e6 for s in samples_ns]
-        if len(ms) == 1:
-            return cls(ms[0], ms[0], ms[0], 1)
-        deciles = statistics.quantiles(ms, n=10, method="inclusive")
-        return cls(statistics.median(ms), deciles[0], deciles[-1], len(ms))
 
 
 class Content:
@@ -114,25 +95,6 @@ def timed_ns(action: Callable[[], object]) -> int:
 
 def open_engine(base: Path) -> turnback.Engine:
     return turnback.Engine.open(str(base / "store"), key_secret=KEY_SECRET, try_keyring=False)
-
-
-def file_system_of(path: Path) -> str:
-    """The file system type of the mount holding *path* (best effort, Linux only)."""
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return "unknown"
-    real = os.path.realpath(path)
-    best, kind = "", "unknown"
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
 
 
 # -- 1. recorded write against plain write -------------------------------------------------------
@@ -385,30 +347,6 @@ def report(env: dict[str, object], writes: WriteFigures, undo: UndoFigures) -> t
     return "\n".join(lines), figures
 
 
-@contextmanager
-def temp_base(parent: str | None) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="turnback-bench-", dir=parent) as name:
-        yield Path(name).resolve()
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--rounds", type=positive, default=300, help="timed writes of each kind (default 300)")
@@ -427,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     content = Content(args.seed)
-    with temp_base(args.dir) as base:
+    with temp_base(args.dir, "turnback-bench-") as base:
         env: dict[str, object] = {
             "turnback": turnback.__version__,
             "python": platform.python_version(),

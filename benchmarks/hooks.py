@@ -29,15 +29,13 @@ import os
 import platform
 import random
 import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from benchutil import Spread, file_system_of, non_negative, plural, positive, temp_base
 
 FILE_SIZE = 10 * 1024
 ROTATING_PATHS = 5
@@ -47,24 +45,6 @@ TARGET_PAIR_MS = 120.0
 SESSION_ID = "benchmark-session"
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = ["def", "return", "self", "import", "class", "if", "else", "for", "in", "None", "value", "path", "data"]
-
-
-@dataclass(frozen=True)
-class Spread:
-    """Median and the 10th and 90th percentiles of a sample, in milliseconds."""
-
-    median: float
-    p10: float
-    p90: float
-    n: int
-
-    @classmethod
-    def of_ns(cls, samples_ns: list[int]) -> Spread:
-        ms = [s / 1e6 for s in samples_ns]
-        if len(ms) == 1:
-            return cls(ms[0], ms[0], ms[0], 1)
-        deciles = statistics.quantiles(ms, n=10, method="inclusive")
-        return cls(statistics.median(ms), deciles[0], deciles[-1], len(ms))
 
 
 @dataclass(frozen=True)
@@ -117,25 +97,6 @@ def interpreter_of(script: Path) -> str:
         if words and os.access(words[0], os.X_OK) and "python" in os.path.basename(words[0]):
             return words[0]
     return sys.executable
-
-
-def file_system_of(path: Path) -> str:
-    """The file system type of the mount holding *path* (best effort, Linux only)."""
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return "unknown"
-    real = os.path.realpath(path)
-    best, kind = "", "unknown"
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        inside = real == point or real.startswith(point.rstrip("/") + "/")
-        if inside and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
 
 
 class Hooks:
@@ -258,10 +219,6 @@ def row(label: str, spread: Spread) -> str:
     return f"  {label:<34}{spread.median:>10.1f}{spread.p10:>10.1f}{spread.p90:>10.1f}"
 
 
-def plural(count: int, noun: str) -> str:
-    return f"{count} {noun}{'' if count == 1 else 's'}"
-
-
 def report(env: dict[str, object], figures: Figures) -> tuple[str, dict[str, object]]:
     median = figures.pair_ms.median
     met = median < TARGET_PAIR_MS
@@ -292,26 +249,6 @@ def report(env: dict[str, object], figures: Figures) -> tuple[str, dict[str, obj
     return "\n".join(lines), data
 
 
-@contextmanager
-def temp_base(parent: str | None) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="turnback-hook-bench-", dir=parent) as name:
-        yield Path(name).resolve()
-
-
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def non_negative(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
 def turnback_version(python: str) -> str:
     done = subprocess.run(
         [python, "-c", "import turnback; print(turnback.__version__)"], capture_output=True, text=True, timeout=60
@@ -331,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
 
     turnback = find_turnback(args.turnback)
     python = interpreter_of(turnback)
-    with temp_base(args.dir) as base:
+    with temp_base(args.dir, "turnback-hook-bench-") as base:
         env: dict[str, object] = {
             "turnback": turnback_version(python),
             "python": platform.python_version(),

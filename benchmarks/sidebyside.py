@@ -162,13 +162,13 @@ import stat
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from benchutil import file_system_of, positive, temp_base
 
 import turnback
 from turnback.capture.scan import load_snapshot
@@ -1780,23 +1780,6 @@ def write_doc(path: Path, section: str) -> None:
 # -- environment --------------------------------------------------------------------------------------
 
 
-def file_system_of(path: Path) -> str:
-    try:
-        mounts = Path("/proc/mounts").read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return "unknown"
-    real = os.path.realpath(path)
-    best, kind = "", "unknown"
-    for line in mounts:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = fields[1].replace("\\040", " ")
-        if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) > len(best):
-            best, kind = point, fields[2]
-    return kind
-
-
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
@@ -1829,12 +1812,6 @@ def git_version() -> str:
 
 
 # -- main ---------------------------------------------------------------------------------------------
-
-
-@contextmanager
-def temp_base(parent: str | None) -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="turnback-sidebyside-", dir=parent) as name:
-        yield Path(name).resolve()
 
 
 def git_tracked_files(tree: Path, base: Path) -> set[str]:
@@ -1886,13 +1863,6 @@ def file_counts(text: str) -> list[int]:
     return counts
 
 
-def positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["_peak"]:
@@ -1934,7 +1904,7 @@ def main(argv: list[str] | None = None) -> int:
     text = TextSource(args.seed)
     results: list[dict[str, Any]] = []
     profile = ""
-    with temp_base(args.dir) as base:
+    with temp_base(args.dir, "turnback-sidebyside-") as base:
         env: dict[str, Any] = {
             "command": " ".join(["benchmarks/sidebyside.py", *args_in]).strip(),
             "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
