@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import statistics
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+FILE_SIZE = 10 * 1024
+WORDS = ["def", "return", "self", "import", "class", "if", "else", "for", "in", "None", "value", "path", "data"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,23 @@ class Spread:
             return cls(ms[0], ms[0], ms[0], 1)
         deciles = statistics.quantiles(ms, n=10, method="inclusive")
         return cls(statistics.median(ms), deciles[0], deciles[-1], len(ms))
+
+
+class Content:
+    """Fresh, text-like content of an exact size: code-ish lines of random words."""
+
+    def __init__(self, seed: int):
+        self._rng = random.Random(seed)
+
+    def __call__(self, size: int = FILE_SIZE) -> bytes:
+        lines: list[str] = []
+        total = 0
+        while total < size:
+            indent = "    " * self._rng.randint(0, 3)
+            line = indent + " ".join(self._rng.choices(WORDS, k=self._rng.randint(3, 12)))
+            lines.append(line)
+            total += len(line) + 1
+        return ("\n".join(lines) + "\n").encode("ascii")[:size]
 
 
 def file_system_of(path: Path) -> str:

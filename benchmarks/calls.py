@@ -31,11 +31,10 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchutil import Spread, file_system_of, non_negative, plural, positive, temp_base
+from benchutil import FILE_SIZE, Content, Spread, file_system_of, non_negative, plural, positive, temp_base
 
 import turnback
 
-FILE_SIZE = 10 * 1024
 ROTATING_PATHS = 5
 CALLS_PER_TURN = 20
 UNDO_FILES = 100
@@ -44,27 +43,8 @@ KEY_SECRET = "turnback-benchmark-secret"
 TARGET_OVERHEAD_MS = 2.0
 TARGET_UNDO_S = 0.5
 
-WORDS = ["def", "return", "self", "import", "class", "if", "else", "for", "in", "None", "value", "path", "data"]
-
 
 # -- helpers -------------------------------------------------------------------------------------
-
-
-class Content:
-    """Fresh, text-like content of an exact size: code-ish lines of random words."""
-
-    def __init__(self, seed: int):
-        self._rng = random.Random(seed)
-
-    def __call__(self, size: int = FILE_SIZE) -> bytes:
-        lines: list[str] = []
-        total = 0
-        while total < size:
-            indent = "    " * self._rng.randint(0, 3)
-            line = indent + " ".join(self._rng.choices(WORDS, k=self._rng.randint(3, 12)))
-            lines.append(line)
-            total += len(line) + 1
-        return ("\n".join(lines) + "\n").encode("ascii")[:size]
 
 
 def plain_atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import shutil
 import subprocess
 import sys
@@ -35,16 +34,14 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from benchutil import Spread, file_system_of, non_negative, plural, positive, temp_base
+from benchutil import FILE_SIZE, Content, Spread, file_system_of, non_negative, plural, positive, temp_base
 
-FILE_SIZE = 10 * 1024
 ROTATING_PATHS = 5
 CALLS_PER_TURN = 20
 KEY_SECRET = "turnback-benchmark-secret"
 TARGET_PAIR_MS = 120.0
 SESSION_ID = "benchmark-session"
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ["def", "return", "self", "import", "class", "if", "else", "for", "in", "None", "value", "path", "data"]
 
 
 @dataclass(frozen=True)
@@ -57,23 +54,6 @@ class Figures:
     pair_ms: Spread
     python_startup_ms: Spread
     ignored_event_ms: Spread
-
-
-class Content:
-    """Fresh, text-like content of an exact size: code-ish lines of random words."""
-
-    def __init__(self, seed: int):
-        self._rng = random.Random(seed)
-
-    def __call__(self, size: int = FILE_SIZE) -> bytes:
-        lines: list[str] = []
-        total = 0
-        while total < size:
-            indent = "    " * self._rng.randint(0, 3)
-            line = indent + " ".join(self._rng.choices(WORDS, k=self._rng.randint(3, 12)))
-            lines.append(line)
-            total += len(line) + 1
-        return ("\n".join(lines) + "\n").encode("ascii")[:size]
 
 
 def find_turnback(given: str | None) -> Path:

@@ -163,7 +163,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -464,10 +464,8 @@ def git_dir_fingerprint(tree: Path) -> list[tuple[str, int, int, int, int]]:
     return sorted(found)
 
 
-def describe_tree(root: Path, label: str, source: str, tracked: set[str]) -> TreeInfo:
-    sizes: list[int] = []
-    folders = symlinks = entries = total = binaries = binary_bytes = max_depth = 0
-    editable: list[str] = []
+def walk_tree(root: Path) -> Iterator[tuple[str, str, os.stat_result]]:
+    """Every path below *root* (its ``.git`` left out, links not followed): relative path, full path, lstat."""
     stack = [""]
     while stack:
         prefix = stack.pop()
@@ -477,21 +475,30 @@ def describe_tree(root: Path, label: str, source: str, tracked: set[str]) -> Tre
                     continue
                 rel = prefix + entry.name
                 st = os.lstat(entry.path)
-                entries += 1
+                yield rel, entry.path, st
                 if stat.S_ISDIR(st.st_mode):
-                    folders += 1
-                    max_depth = max(max_depth, rel.count("/") + 1)
                     stack.append(rel + "/")
-                elif stat.S_ISLNK(st.st_mode):
-                    symlinks += 1
-                elif stat.S_ISREG(st.st_mode):
-                    sizes.append(st.st_size)
-                    total += st.st_size
-                    if st.st_size > EDITABLE_MAX_BYTES:
-                        binaries += 1
-                        binary_bytes += st.st_size
-                    elif st.st_mode & stat.S_IWUSR and rel in tracked:
-                        editable.append(rel)
+
+
+def describe_tree(root: Path, label: str, source: str, tracked: set[str]) -> TreeInfo:
+    sizes: list[int] = []
+    folders = symlinks = entries = total = binaries = binary_bytes = max_depth = 0
+    editable: list[str] = []
+    for rel, _path, st in walk_tree(root):
+        entries += 1
+        if stat.S_ISDIR(st.st_mode):
+            folders += 1
+            max_depth = max(max_depth, rel.count("/") + 1)
+        elif stat.S_ISLNK(st.st_mode):
+            symlinks += 1
+        elif stat.S_ISREG(st.st_mode):
+            sizes.append(st.st_size)
+            total += st.st_size
+            if st.st_size > EDITABLE_MAX_BYTES:
+                binaries += 1
+                binary_bytes += st.st_size
+            elif st.st_mode & stat.S_IWUSR and rel in tracked:
+                editable.append(rel)
     editable.sort()
     sizes.sort()
     deciles = statistics.quantiles(sizes, n=10, method="inclusive") if len(sizes) > 1 else [0.0] * 9
@@ -536,26 +543,17 @@ Manifest = dict[str, tuple[str, str, int]]
 def manifest(root: Path) -> Manifest:
     """path -> (kind, sha256 of the bytes or the link target, permission bits), for every path (.git left out)."""
     found: Manifest = {}
-    stack = [""]
-    while stack:
-        prefix = stack.pop()
-        with os.scandir(root / prefix if prefix else root) as listing:
-            for entry in listing:
-                if entry.name == ".git":
-                    continue
-                rel = prefix + entry.name
-                st = os.lstat(entry.path)
-                if stat.S_ISLNK(st.st_mode):
-                    found[rel] = ("link", os.readlink(entry.path), 0)
-                elif stat.S_ISDIR(st.st_mode):
-                    found[rel] = ("dir", "", stat.S_IMODE(st.st_mode))
-                    stack.append(rel + "/")
-                elif stat.S_ISREG(st.st_mode):
-                    with open(entry.path, "rb") as handle:
-                        digest = hashlib.file_digest(handle, "sha256").hexdigest()
-                    found[rel] = ("file", digest, stat.S_IMODE(st.st_mode))
-                else:
-                    found[rel] = ("special", "", st.st_mode)
+    for rel, path, st in walk_tree(root):
+        if stat.S_ISLNK(st.st_mode):
+            found[rel] = ("link", os.readlink(path), 0)
+        elif stat.S_ISDIR(st.st_mode):
+            found[rel] = ("dir", "", stat.S_IMODE(st.st_mode))
+        elif stat.S_ISREG(st.st_mode):
+            with open(path, "rb") as handle:
+                digest = hashlib.file_digest(handle, "sha256").hexdigest()
+            found[rel] = ("file", digest, stat.S_IMODE(st.st_mode))
+        else:
+            found[rel] = ("special", "", st.st_mode)
     return found
 
 
