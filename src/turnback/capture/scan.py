@@ -25,15 +25,21 @@ AES-GCM) rather than a row per file, like git's index.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
+import gc
 import hashlib
+import io
 import itertools
 import marshal
 import os
+import signal
 import stat
+import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from typing import Literal, NamedTuple
+from typing import Literal, NamedTuple, NoReturn
 
 import zstandard
 
@@ -507,11 +513,7 @@ class _Scanner:
             with os.scandir(dir_fd) as listing:
                 entries = list(listing)
         except OSError as exc:
-            folder = prefix.rstrip("/")
-            if folder in self.snapshot:
-                self.snapshot[folder] = self.snapshot[folder]._replace(
-                    kind="uncovered", reason=f"unreadable: {exc.strerror}"
-                )
+            self._folder_unreadable(prefix.rstrip("/"), exc)
             return []
         if self.only is not None and not prefix:
             entries = [entry for entry in entries if entry.name == self.only]
@@ -539,7 +541,7 @@ class _Scanner:
             except FileNotFoundError:
                 continue  # gone since the listing
             except OSError as exc:
-                snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
+                self._entry_unreadable(path, exc)
                 continue
             previous = previous_of(path)
             if (
@@ -559,37 +561,224 @@ class _Scanner:
                 folders.append(name)
         return folders
 
+    def _entry_unreadable(self, path: str, exc: OSError) -> None:
+        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
+
+    def _folder_unreadable(self, path: str, exc: OSError) -> None:
+        if path in self.snapshot:
+            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=f"unreadable: {exc.strerror}")
+
+    def _folder_gone(self, path: str) -> None:
+        del self.snapshot[path]
+
+    def _enter(self, fd: int, prefix: str, name: str) -> int | None:
+        """The folder *name* of the listed folder *fd* opened, or ``None`` when it cannot be (and so recorded)."""
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ENOENT:
+                self._folder_gone(prefix + name)
+            else:
+                self._folder_unreadable(prefix + name, exc)
+            return None
+
     def walk(self, root: str) -> None:
-        self.walk_from(os.open(root, _DIR_FLAGS), "")
+        root_fd = os.open(root, _DIR_FLAGS)
+        try:
+            self.walk_from(root_fd, "")
+        finally:
+            os.close(root_fd)
 
     def walk_from(self, folder_fd: int, prefix: str) -> None:
-        """Everything below the open folder *folder_fd* (at *prefix*), depth first, one open folder per level.
-
-        Takes *folder_fd* over: it is closed when done.
-        """
-        stack: list[tuple[int, str, Iterator[str]]] = [(folder_fd, prefix, iter(self._list(folder_fd, prefix)))]
+        """Everything below the open folder *folder_fd* (at *prefix*), depth first, one open folder per level."""
+        opened: list[int] = []  # the folders below it on the way down: closed however the walk ends
         try:
+            stack = [(folder_fd, prefix, iter(self._list(folder_fd, prefix)))]
             while stack:
                 fd, prefix, folders = stack[-1]
                 name = next(folders, None)
                 if name is None:
-                    os.close(fd)
                     stack.pop()
+                    if stack:  # not the folder it was given
+                        os.close(opened.pop())
                     continue
-                path = prefix + name
-                try:
-                    sub = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except OSError as exc:
-                    if exc.errno != errno.ENOENT:
-                        entry = self.snapshot[path]
-                        self.snapshot[path] = entry._replace(kind="uncovered", reason=f"unreadable: {exc.strerror}")
-                    else:
-                        del self.snapshot[path]
-                    continue
-                stack.append((sub, path + "/", iter(self._list(sub, path + "/"))))
+                sub = self._enter(fd, prefix, name)
+                if sub is not None:
+                    opened.append(sub)
+                    stack.append((sub, prefix + name + "/", iter(self._list(sub, prefix + name + "/"))))
         finally:
-            for fd, _, _ in stack:
+            for fd in opened:
                 os.close(fd)
+
+
+class _ChangeFinder(_Scanner):
+    """A scan that stores nothing and opens no file: it notes which paths may differ from *previous* (and
+    whether all below each, too), for ``rescan_tree`` to record. Several of them walk one tree at once, in
+    processes of their own, and only the process that forked them writes to the store."""
+
+    def __init__(self, rules: ScanRules, previous: Snapshot, scan_start_ns: int, root: str):
+        super().__init__(rules, previous, _stores_nothing, scan_start_ns, None, root)
+        self.changed: dict[str, bool] = {}
+
+    def _record(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> bool:
+        was = self.previous.get(path)
+        folder = stat.S_ISDIR(st.st_mode)
+        enter = folder and was is not None and was.kind == "dir" and self.rules.excluded_by(path, is_dir=True) is None
+        self.changed[path] = False  # a folder new to the snapshot is walked whole by the rescan anyway
+        return enter
+
+    def _entry_unreadable(self, path: str, exc: OSError) -> None:
+        raise _NotKnown from exc  # what a full scan records then, only a full scan records
+
+    def _folder_unreadable(self, path: str, exc: OSError) -> None:
+        raise _NotKnown from exc
+
+    def _folder_gone(self, path: str) -> None:
+        self.snapshot.pop(path, None)
+        self.changed[path] = False
+
+    def known(self) -> int:
+        """How many paths of *previous* this finder came across."""
+        return len(self.snapshot) + sum(path in self.previous for path in self.changed)
+
+    def take(self, queue: int, units: list[tuple[int, str]]) -> None:
+        """Walk the units whose numbers this process reads first from the pipe *queue*."""
+        while record := os.read(queue, _UNIT.size):  # a pipe read of 4 bytes is never split between readers
+            self.walk_from(*units[_UNIT.unpack(record)[0]])
+
+
+def _stores_nothing(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+    raise AssertionError("a change finder reads no file")
+
+
+# A full scan of a large tree is split over processes (a fork costs a few ms, a 50k-path walk ~0.4 s); the
+# folders near the top are handed out one at a time, so that a process that is done takes the next one.
+SPLIT_MIN_ENTRIES = 20_000
+SPLIT_UNITS = 256
+SPLIT_MAX_PROCESSES = 4
+_UNIT = struct.Struct("<I")
+
+
+def scan_processes() -> int:
+    """How many processes a full scan of a large tree uses: ``TURNBACK_SCAN_PROCESSES``, or one per CPU this
+    process may run on (at most ``SPLIT_MAX_PROCESSES``); one where forking is unsafe (other threads running)."""
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return 1
+    wanted = os.environ.get("TURNBACK_SCAN_PROCESSES", "")
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, SPLIT_MAX_PROCESSES)
+
+
+def _fork_finder(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]], children: dict[int, int]) -> None:
+    """Start a process that walks the units it reads from *queue* and sends what it found; note it in
+    *children* (pid: the pipe it sends on) before any signal can cut the parent short."""
+    found, sent = os.pipe()
+    pid = -1
+    try:
+        with _signals_held():
+            pid = os.fork()
+            if pid == 0:
+                _find_in_child(finder, queue, units, sent)
+            children[pid] = found
+    finally:
+        os.close(sent)
+        if pid < 0:
+            os.close(found)
+
+
+def _find_in_child(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]], sent: int) -> NoReturn:
+    """The child: walk, send, and leave without running any of the parent's clean-up."""
+    code = 1
+    try:
+        stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
+        for stop in stops:  # not the handlers of the program that embeds turnback: these end the child, and only it
+            signal.signal(stop, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # held since the fork
+        gc.disable()  # a collection would touch, and so copy, every page of the parent's objects
+        finder.snapshot, finder.changed = {}, {}
+        finder.take(queue, units)
+        found_first = marshal.dumps((finder.known(), finder.changed))
+        with os.fdopen(sent, "wb") as out:  # the paths it saw are needed only when some have gone
+            out.write(found_first + marshal.dumps(list(finder.snapshot)))
+        code = 0
+    finally:
+        os._exit(code)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Signals wait (their handlers run after the block), so that the block is never cut short halfway."""
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def find_changes(
+    root: str, rules: ScanRules, previous: Snapshot, *, now_ns: int, processes: int
+) -> dict[str, bool] | None:
+    """The paths a full scan of *root* would find changed since *previous* (path: whether all below it
+    too), found by *processes* processes that only stat; ``None`` when only a full scan can tell."""
+    finder = _ChangeFinder(rules, previous, now_ns, root)
+    frontier = collections.deque([(os.open(root, _DIR_FLAGS), "")])
+    children: dict[int, int] = {}  # pid: the pipe it sends what it found on
+    queue = -1
+    try:
+        while frontier and len(frontier) < SPLIT_UNITS:  # breadth first, until there are enough folders
+            fd, prefix = frontier[0]
+            for name in finder._list(fd, prefix):
+                sub = finder._enter(fd, prefix, name)
+                if sub is not None:
+                    frontier.append((sub, prefix + name + "/"))
+            os.close(frontier.popleft()[0])
+        units = list(frontier)
+        queue, feed = os.pipe()
+        with os.fdopen(feed, "wb") as out:  # the pipe holds them all: 4 bytes a unit
+            out.write(b"".join(_UNIT.pack(n) for n in range(len(units))))
+        for _ in range(processes - 1):
+            try:
+                _fork_finder(finder, queue, units, children)
+            except OSError:  # no more processes now: the ones there are walk it all
+                break
+        finder.take(queue, units)
+        known = finder.known()
+        changed = finder.changed
+        seen_by_children: list[io.BytesIO] = []  # what is left of each child's answer: the paths it saw
+        for pid, found in list(children.items()):
+            with os.fdopen(found, "rb", closefd=False) as pipe:
+                payload = pipe.read()
+            children[pid] = -1
+            os.close(found)
+            with _signals_held():  # a child reaped is a child forgotten, and the other way round
+                status = os.waitpid(pid, 0)[1]
+                del children[pid]
+            if status != 0:
+                return None
+            answer = io.BytesIO(payload)
+            their_known, their_changed = marshal.load(answer)
+            known += their_known
+            changed.update(their_changed)
+            seen_by_children.append(answer)
+    except _NotKnown:
+        return None
+    finally:
+        for pid in children:  # cut short: no child outlives the scan
+            os.kill(pid, signal.SIGKILL)
+        for pid, found in children.items():
+            if found >= 0:
+                os.close(found)
+            os.waitpid(pid, 0)
+        for fd, _ in frontier:
+            os.close(fd)
+        if queue >= 0:
+            os.close(queue)
+    if known < len(previous):  # some paths have gone: the rescan finds them so
+        seen = set(finder.snapshot).union(*(marshal.load(answer) for answer in seen_by_children))
+        changed.update(dict.fromkeys(previous.keys() - seen - changed.keys(), False))
+    return changed
 
 
 def scan_tree(
@@ -605,8 +794,16 @@ def scan_tree(
     """Snapshot the tree at *root*, storing the content of every file whose stat changed since *previous*.
 
     With *only*, just that one name in *root* (a file, link, or folder and all below it). With
-    *git_index*, a file git's index vouches for is recorded as its git object, not read.
+    *git_index*, a file git's index vouches for is recorded as its git object, not read. A large tree
+    scanned again is walked by several processes that only find what changed (``find_changes``); the
+    changed paths are then recorded as a watcher's are.
     """
+    if previous and only is None and len(previous) >= SPLIT_MIN_ENTRIES and (processes := scan_processes()) > 1:
+        changed = find_changes(root, rules, previous, now_ns=now_ns, processes=processes)
+        if changed is not None:
+            result = rescan_tree(store, root, rules, previous, changed, now_ns=now_ns, walked=True)
+            if result is not None:
+                return result
     writer = _BatchedWriter(store, teach=previous is None and only is None)
     scanner = _Scanner(rules, previous or {}, writer.put, now_ns, only, root, git_index)
     try:
@@ -638,14 +835,16 @@ def _open_folder(root_fd: int, rel: str) -> int | None:
     return fd
 
 
-def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules) -> dict[str, bool]:
-    """The paths a partial scan visits (and whether all below each, too) for the paths a watcher reports.
+def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules, *, walked: bool) -> dict[str, bool]:
+    """The paths a partial scan visits (and whether all below each, too) for the paths a watcher reports
+    (or, *walked*, the paths a walk found changed).
 
     A path below a folder the snapshot does not list as a folder (a new one,
     an excluded one whose fingerprint it keeps) makes that folder the unit;
-    racy files are read again as a full scan would, and files with more than
-    one name are visited every time (a write through another name is
-    reported under that name only).
+    for a watcher's paths, racy files are read again as a full scan would, and
+    files with more than one name are visited every time (a write through
+    another name is reported under that name only). A walk has compared the
+    stat of each of those already.
     """
     units: dict[str, bool] = {}
     for path, deep in changed.items():
@@ -659,7 +858,7 @@ def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules) -> di
                 unit, deep = "/".join(parts[:i]), True
                 break
         units[unit] = units.get(unit, False) or deep
-    for path, entry in previous.items():
+    for path, entry in () if walked else previous.items():
         if entry.racy or entry.linked:  # inotify names only the link a file was written through
             units.setdefault(path, False)
     return units
@@ -674,11 +873,18 @@ def _below(path: str, folders: set[str]) -> bool:
 
 
 def rescan_tree(
-    store: Store, root: str, rules: ScanRules, previous: Snapshot, changed: dict[str, bool], *, now_ns: int
+    store: Store,
+    root: str,
+    rules: ScanRules,
+    previous: Snapshot,
+    changed: dict[str, bool],
+    *,
+    now_ns: int,
+    walked: bool = False,
 ) -> ScanResult | None:
     """*previous* brought up to date by visiting only *changed* (path: whether all below it too), as a
-    watcher reports them; ``None`` when only a full scan can tell."""
-    units = _units(previous, changed, rules)
+    watcher reports them (or, *walked*, as ``find_changes`` does); ``None`` when only a full scan can tell."""
+    units = _units(previous, changed, rules, walked=walked)
     writer = _BatchedWriter(store)
     scanner = _Scanner(rules, previous, writer.put, now_ns, None, root)
     scanner.snapshot = dict(previous)
@@ -719,7 +925,10 @@ def rescan_tree(
                 folder_fd = _open_folder(root_fd, unit)
                 if folder_fd is not None:
                     size = len(scanner.snapshot)
-                    scanner.walk_from(folder_fd, unit + "/")
+                    try:
+                        scanner.walk_from(folder_fd, unit + "/")
+                    finally:
+                        os.close(folder_fd)
                     # What was below the folder was cleared above, so the walk's entries are the newest keys.
                     touched.update(itertools.islice(reversed(scanner.snapshot), len(scanner.snapshot) - size))
         finally:
