@@ -1222,6 +1222,10 @@ def peak_child(spec: dict[str, str]) -> dict[str, object]:
 
     After the cold scan it waits for turnback's background copy of git objects (another process, not counted).
     """
+    # Children started by fork + exec, not vfork or posix_spawn: a child of those shares this process's memory
+    # until it execs, and the sampler of forked scan processes (same command line) would count all of it.
+    subprocess._USE_VFORK = False  # type: ignore[misc]
+    subprocess._USE_POSIX_SPAWN = False  # type: ignore[misc]
     tree, staged = Path(spec["tree"]), Path(spec["staged"])
     baseline, how = peak_resident_bytes()
     git_rss: list[int] = []

@@ -133,6 +133,21 @@ def test_as_many_paths_gone_as_made_are_both_recorded(engine: turnback.Engine, t
     assert {"d1/e11/new", "d3/e3/n/r", "d4/e4/also new"} <= split.snapshot.keys()
 
 
+def test_a_path_gone_from_a_folder_whose_stat_did_not_change_is_still_found(
+    engine: turnback.Engine, tmp_path: Path
+) -> None:
+    """Gone paths are looked for in the folders whose stat changed; one that went otherwise (a file system
+    that keeps no folder times, a cache out of step with the tree) is not lost: the count of paths met is
+    short, and the scan is done in one process instead."""
+    root = tmp_path / "tree"
+    make_wide_tree(root, 20, 3)
+    previous = scan_tree(engine.store, str(root), RULES, None, now_ns=time.time_ns()).snapshot
+    previous["d1/e11/phantom"] = previous["d1/e11/f0"]  # a path the folder's stat knows nothing of
+    assert find_changes(str(root), RULES, previous, now_ns=time.time_ns(), processes=2) is None
+    result = scan_tree(engine.store, str(root), RULES, previous, now_ns=time.time_ns())
+    assert "d1/e11/phantom" not in result.snapshot and "d1/e11/f0" in result.snapshot
+
+
 def test_a_racy_file_rewritten_with_its_size_and_mtime_is_read_again(engine: turnback.Engine, tmp_path: Path) -> None:
     root = tmp_path / "tree"
     (root / "d").mkdir(parents=True)

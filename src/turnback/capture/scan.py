@@ -30,7 +30,6 @@ import contextlib
 import errno
 import gc
 import hashlib
-import io
 import itertools
 import marshal
 import os
@@ -389,6 +388,8 @@ class _Named:
 
 
 class _Scanner:
+    keeps_unchanged = True  # an entry found as the last scan left it goes into the snapshot (else it is counted)
+
     def __init__(
         self,
         rules: ScanRules,
@@ -407,6 +408,7 @@ class _Scanner:
         self.put = put
         self.scan_start_ns = scan_start_ns
         self.snapshot: Snapshot = {}
+        self.unchanged = 0  # entries found as the last scan left them
         self.files_read = 0
         self.bytes_read = 0
 
@@ -529,6 +531,8 @@ class _Scanner:
         skip = self.rules.skip
         previous_of = self.previous.get
         snapshot = self.snapshot
+        keep = self.keeps_unchanged
+        unchanged = 0
         plain = not self.rules.exclude
         max_bytes = self.rules.max_file_bytes
         for entry in entries:
@@ -553,12 +557,16 @@ class _Scanner:
                 if ((kind == "file" and st.st_size <= max_bytes) or kind == "dir") and (
                     plain or self.rules.excluded_by(path, is_dir=kind == "dir") is None
                 ):
-                    snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
+                    if keep:
+                        snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
+                    else:
+                        unchanged += 1
                     if kind == "dir":
                         folders.append(name)
                     continue
             if self._record(dir_fd, name, path, st):
                 folders.append(name)
+        self.unchanged += unchanged
         return folders
 
     def _entry_unreadable(self, path: str, exc: OSError) -> None:
@@ -568,7 +576,7 @@ class _Scanner:
         if path in self.snapshot:
             self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=f"unreadable: {exc.strerror}")
 
-    def _folder_gone(self, path: str) -> None:
+    def _folder_gone(self, path: str, exc: OSError) -> None:
         del self.snapshot[path]
 
     def _enter(self, fd: int, prefix: str, name: str) -> int | None:
@@ -577,7 +585,7 @@ class _Scanner:
             return os.open(name, _DIR_FLAGS, dir_fd=fd)
         except OSError as exc:
             if exc.errno == errno.ENOENT:
-                self._folder_gone(prefix + name)
+                self._folder_gone(prefix + name, exc)
             else:
                 self._folder_unreadable(prefix + name, exc)
             return None
@@ -612,19 +620,29 @@ class _Scanner:
 
 
 class _ChangeFinder(_Scanner):
-    """A scan that stores nothing and opens no file: it notes which paths may differ from *previous* (and
-    whether all below each, too), for ``rescan_tree`` to record. Several of them walk one tree at once, in
-    processes of their own, and only the process that forked them writes to the store."""
+    """A scan that stores nothing and reads no file: it notes which paths may differ from *previous*, for
+    ``rescan_tree`` to record, and counts the others. Several of them walk one tree at once, in processes of
+    their own, and only the process that forked them writes to the store.
+
+    It keeps no object per path it meets: a process forked from a long-lived one shares that one's pages
+    until either writes them, and new objects kept land on pages all over its heap, each then copied.
+    """
+
+    keeps_unchanged = False
 
     def __init__(self, rules: ScanRules, previous: Snapshot, scan_start_ns: int, root: str):
         super().__init__(rules, previous, _stores_nothing, scan_start_ns, None, root)
         self.changed: dict[str, bool] = {}
+        self.closed: list[str] = []  # folders of *previous* met but not entered: all below them goes unmet
 
     def _record(self, dir_fd: int, name: str, path: str, st: os.stat_result) -> bool:
         was = self.previous.get(path)
         folder = stat.S_ISDIR(st.st_mode)
-        enter = folder and was is not None and was.kind == "dir" and self.rules.excluded_by(path, is_dir=True) is None
+        was_folder = was is not None and was.kind == "dir"
+        enter = folder and was_folder and self.rules.excluded_by(path, is_dir=True) is None
         self.changed[path] = False  # a folder new to the snapshot is walked whole by the rescan anyway
+        if was_folder and not enter:
+            self.closed.append(path)
         return enter
 
     def _entry_unreadable(self, path: str, exc: OSError) -> None:
@@ -633,13 +651,12 @@ class _ChangeFinder(_Scanner):
     def _folder_unreadable(self, path: str, exc: OSError) -> None:
         raise _NotKnown from exc
 
-    def _folder_gone(self, path: str) -> None:
-        self.snapshot.pop(path, None)
-        self.changed[path] = False
+    def _folder_gone(self, path: str, exc: OSError) -> None:
+        raise _NotKnown from exc  # it was counted as met: changing under the walk, a full scan takes it
 
     def known(self) -> int:
-        """How many paths of *previous* this finder came across."""
-        return len(self.snapshot) + sum(path in self.previous for path in self.changed)
+        """How many paths of *previous* this finder met."""
+        return self.unchanged + sum(path in self.previous for path in self.changed)
 
     def take(self, queue: int, units: list[tuple[int, str]]) -> None:
         """Walk the units whose numbers this process reads first from the pipe *queue*."""
@@ -697,11 +714,11 @@ def _find_in_child(finder: _ChangeFinder, queue: int, units: list[tuple[int, str
             signal.signal(stop, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # held since the fork
         gc.disable()  # a collection would touch, and so copy, every page of the parent's objects
-        finder.snapshot, finder.changed = {}, {}
+        finder.unchanged, finder.changed, finder.closed = 0, {}, []
         finder.take(queue, units)
-        found_first = marshal.dumps((finder.known(), finder.changed))
-        with os.fdopen(sent, "wb") as out:  # the paths it saw are needed only when some have gone
-            out.write(found_first + marshal.dumps(list(finder.snapshot)))
+        found = marshal.dumps((finder.known(), finder.changed, finder.closed))
+        with os.fdopen(sent, "wb") as out:
+            out.write(found)
         code = 0
     finally:
         os._exit(code)
@@ -720,8 +737,9 @@ def _signals_held() -> Iterator[None]:
 def find_changes(
     root: str, rules: ScanRules, previous: Snapshot, *, now_ns: int, processes: int
 ) -> dict[str, bool] | None:
-    """The paths a full scan of *root* would find changed since *previous* (path: whether all below it
-    too), found by *processes* processes that only stat; ``None`` when only a full scan can tell."""
+    """The paths a full scan of *root* would find changed since *previous*, found by *processes* processes
+    that only stat, as ``rescan_tree`` takes them (each ``False``: a folder new to the snapshot is walked whole
+    anyway); ``None`` when only a full scan can tell."""
     finder = _ChangeFinder(rules, previous, now_ns, root)
     frontier = collections.deque([(os.open(root, _DIR_FLAGS), "")])
     children: dict[int, int] = {}  # pid: the pipe it sends what it found on
@@ -746,7 +764,6 @@ def find_changes(
         finder.take(queue, units)
         known = finder.known()
         changed = finder.changed
-        seen_by_children: list[io.BytesIO] = []  # what is left of each child's answer: the paths it saw
         for pid, found in list(children.items()):
             with os.fdopen(found, "rb", closefd=False) as pipe:
                 payload = pipe.read()
@@ -757,11 +774,15 @@ def find_changes(
                 del children[pid]
             if status != 0:
                 return None
-            answer = io.BytesIO(payload)
-            their_known, their_changed = marshal.load(answer)
+            their_known, their_changed, their_closed = marshal.loads(payload)
             known += their_known
             changed.update(their_changed)
-            seen_by_children.append(answer)
+            finder.closed += their_closed
+        if known < len(previous):  # some paths have gone: the rescan finds them so
+            gone = _gone(root, previous, changed, finder.closed, len(previous) - known)
+            if gone is None:
+                return None
+            changed.update(dict.fromkeys(gone, False))
     except _NotKnown:
         return None
     finally:
@@ -775,10 +796,40 @@ def find_changes(
             os.close(fd)
         if queue >= 0:
             os.close(queue)
-    if known < len(previous):  # some paths have gone: the rescan finds them so
-        seen = set(finder.snapshot).union(*(marshal.load(answer) for answer in seen_by_children))
-        changed.update(dict.fromkeys(previous.keys() - seen - changed.keys(), False))
     return changed
+
+
+def _gone(root: str, previous: Snapshot, changed: dict[str, bool], closed: list[str], missing: int) -> list[str] | None:
+    """The *missing* paths of *previous* a walk did not meet, each named once (not what is below a folder gone,
+    nor below one it met and did not enter, *closed*); ``None`` when what is found does not account for all.
+
+    They are looked for in the folders the walk found changed (and the top one): adding or removing an entry
+    sets a folder's mtime and ctime. The count checks it: were one gone from elsewhere, a full scan is done.
+    """
+    folders = {path for path in changed if (entry := previous.get(path)) is not None and entry.kind == "dir"}
+    folders.difference_update(closed)
+    folders.add("")
+    were: dict[str, list[str]] = {}
+    for path in previous:
+        folder, _, name = path.rpartition("/")
+        if folder in folders:
+            were.setdefault(folder, []).append(name)
+    gone: list[str] = []
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for folder, names in were.items():
+            fd = _open_folder(root_fd, folder)
+            try:
+                now = set(os.listdir(fd)) if fd is not None else set()  # no folder there now: all of it gone
+            finally:
+                if fd is not None:
+                    os.close(fd)
+            gone.extend(f"{folder}/{name}" if folder else name for name in names if name not in now)
+    finally:
+        os.close(root_fd)
+    below = tuple(path + "/" for path in itertools.chain(gone, closed) if previous[path].kind == "dir")
+    found = len(gone) + (sum(1 for path in previous if path.startswith(below)) if below else 0)
+    return gone if found == missing else None
 
 
 def scan_tree(
