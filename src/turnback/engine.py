@@ -942,7 +942,10 @@ class Engine:
         """Copy into the store the git objects the project's first snapshot stands on (see ``gitindex``)."""
         from turnback.capture import commands
 
-        return commands.adopt_git_objects(self.store, self.project(project_id))
+        adopted = commands.adopt_git_objects(self.store, self.project(project_id))
+        if adopted:
+            self.store.db.truncate_log()  # up to a whole tree went through the WAL: its file need not stay that size
+        return adopted
 
     # -- the watcher ------------------------------------------------------------------------
 

@@ -160,6 +160,7 @@ def test_the_objects_are_copied_into_the_store_afterwards(engine, project: Path)
     assert not any(entry.git_oid for entry in files.values())
     for path in objects:
         assert engine.load(files[path].blob) == (project / path).read_bytes(), path
+    assert os.path.getsize(os.path.join(engine.store.home, "turnback.db-wal")) == 0  # the copies are in the database
     assert engine.adopt_git_objects(project_id) == 0
 
 

@@ -119,8 +119,7 @@ def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
     worth = free >= VACUUM_FREE_BYTES or (pages and free_pages / pages >= VACUUM_FREE_SHARE and free > 1 << 20)
     if vacuum or (vacuum is None and worth):
         store.db.execute("VACUUM")
-        with contextlib.suppress(StoreError):
-            store.db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        store.db.truncate_log()
         result.vacuumed = True
     return result
 

@@ -57,6 +57,11 @@ class Database:
     def close(self) -> None:
         self._conn.close()
 
+    def truncate_log(self) -> None:
+        """Write the WAL into the database and empty its file (after a large write), unless a reader holds it."""
+        with contextlib.suppress(StoreError):
+            self.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = True) -> Iterator[None]:
         """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one.
