@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,19 @@ def test_store_folder_writable_by_others_is_refused(home: Path) -> None:
     home.chmod(0o777)
     with pytest.raises(turnback.UnsafePathError, match="can be written by other users"):
         open_store(home)
+
+
+def test_a_store_opens_while_another_process_holds_its_write_lock(home: Path) -> None:
+    """A command opens and reads the store while a write is under way (a long one, or one stopped mid-way)."""
+    with Store.open(str(home), key_secret=TEST_KEY, try_keyring=False):
+        pass
+    holder = sqlite3.connect(os.path.join(home, "turnback.db"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        started = time.monotonic()
+        with Store.open(str(home), key_secret=TEST_KEY, try_keyring=False) as store:
+            assert store.db.schema_version() == SCHEMA_VERSION
+        assert time.monotonic() - started < 5, "opening waited for the other write"
+    finally:
+        holder.rollback()
+        holder.close()

@@ -47,6 +47,7 @@ from turnback.store import keys
 from turnback.store.blobs import BlobStore
 from turnback.store.crypto import Crypto, Keys
 from turnback.store.db import Database
+from turnback.store.schema import SCHEMA_VERSION
 
 DB_NAME = "turnback.db"
 OUTSIDE_SCOPE = "outside"  # the path-id scope of files outside any project (absolute paths)
@@ -206,7 +207,10 @@ class Store:
     ) -> Store:
         db = Database(os.path.join(home, DB_NAME))
         try:
-            with db.transaction():
+            # A store set up by this version is only read here: a process holding the write lock (a long write,
+            # or one stopped mid-way) must not keep every other command from opening the store.
+            ready = db.schema_version() == SCHEMA_VERSION and db.one("SELECT 1 FROM meta WHERE key='key_check'")
+            with contextlib.nullcontext() if ready else db.transaction():
                 db.migrate()
                 meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
                 if "key_check" not in meta:
