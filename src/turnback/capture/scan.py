@@ -778,7 +778,7 @@ def find_changes(
             known += their_known
             changed.update(their_changed)
             finder.closed += their_closed
-        if known < len(previous):  # some paths have gone: the rescan finds them so
+        if known != len(previous):  # some paths have gone (the rescan finds them so), or the count is wrong
             gone = _gone(root, previous, changed, finder.closed, len(previous) - known)
             if gone is None:
                 return None
