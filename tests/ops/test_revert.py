@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import turnback
+from tests.conftest import unprivileged_prefix
 from turnback.render.text import plan_lines
 
 
@@ -195,15 +196,19 @@ def test_a_harness_write_recorded_with_before_and_after_reverts(engine, turn, pr
     assert not (project / "a").exists()
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root is never denied permission")
-def test_permission_denied_is_reported_not_escalated(engine, turn, project: Path) -> None:  # type: ignore[no-untyped-def]
+def test_permission_denied_is_reported_not_escalated(engine, turn, project: Path, cli) -> None:  # type: ignore[no-untyped-def]
+    # Root ignores folder permissions: the revert runs without that power (setpriv), as a user's would.
+    prefix = unprivileged_prefix()
+    assert prefix is not None, "setpriv (util-linux) is needed to test a denied write as root"
     call = engine.write(turn.id, "src/pkg/x.txt", b"x", cwd=str(project))
+    end_turn(engine, turn)
     (project / "src" / "pkg").chmod(0o555)
     try:
-        result = revert(engine, call)
+        result = cli("revert", call.id, "--yes", "--json", prefix=prefix)
     finally:
         (project / "src" / "pkg").chmod(0o755)
-    row = result.plan.rows[0]
-    assert row.status == "failed"
-    assert "permission denied" in (row.note or "")
-    assert (project / "src" / "pkg" / "x.txt").exists()
+    assert result.rc == 1, (result.rc, result.err)
+    row = result.json()["rows"][0]
+    assert row["status"] == "failed"
+    assert row["note"].startswith("permission denied; turnback never uses sudo"), row
+    assert (project / "src" / "pkg" / "x.txt").read_bytes() == b"x"
