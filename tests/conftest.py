@@ -142,6 +142,23 @@ def unprivileged_prefix() -> list[str] | None:
     return [setpriv, "--bounding-set=-dac_override,-dac_read_search,-fowner"]
 
 
+def second_user(name: str) -> list[str]:
+    """A command prefix that runs a program as *name*, another local user, made with ``useradd`` if missing.
+
+    Skips (saying why) only where no user can be made or switched to: not root, or no ``useradd``/``runuser``.
+    """
+    useradd, runuser = shutil.which("useradd"), shutil.which("runuser")
+    if os.geteuid() != 0 or useradd is None or runuser is None:
+        pytest.skip(
+            f"a second local user needs root, useradd and runuser (euid {os.geteuid()}, {useradd=}, {runuser=})"
+        )
+    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
+        made = subprocess.run([useradd, "--no-create-home", "--shell", "/bin/sh", name], capture_output=True)
+        if made.returncode not in (0, 9):  # 9: made meanwhile by a parallel test
+            pytest.skip(f"useradd {name} failed: {made.stderr.decode(errors='replace').strip()}")
+    return [runuser, "-u", name, "--"]
+
+
 def run_cli(
     home: Path,
     *args: str,

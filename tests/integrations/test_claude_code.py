@@ -404,6 +404,9 @@ def test_install_merges_and_uninstall_takes_exactly_its_entries_away(home: Path,
     assert merged["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
     assert merged["hooks"]["Notification"] == USER_SETTINGS["hooks"]["Notification"]
     commands = ours(merged)
+    entries = [hook for groups in merged["hooks"].values() for group in groups for hook in group["hooks"]]
+    timeouts = [hook.get("timeout") for hook in entries if "turnback" in hook["command"]]
+    assert timeouts == [60] * 8, timeouts  # seconds, on each of its 8 events: the relay's answer comes in 55 s
     for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd"):
         assert len(commands.get(event, [])) == 1, (event, commands)
     assert all(command.endswith("hook claude-code") for found in commands.values() for command in found)

@@ -9,36 +9,37 @@ differently changes nothing but who does the work.
 
 from __future__ import annotations
 
+import hashlib
+import math
 import os
+import shutil
 import signal
 import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
-from tests.conftest import cli_env
+import pytest
+
+from tests.conftest import cli_env, run_cli, second_user
 from tests.integrations.test_claude_code import Claude, cli, log_json
-from turnback.hooks.relay import address
+from tests.reliability.helpers import record
+from turnback.hooks import relay
 
 PEERCRED = struct.Struct("3i")
 
 
 def relay_pid(home: Path) -> int | None:
-    """The pid of the relay serving *home*, asked of its socket; None when none listens."""
-    where = address(str(home))
-    assert where is not None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(where)
-    except OSError:
+    """The pid of this user's relay serving *home*, asked of its socket; None when none listens."""
+    sock = relay.connect(str(home))
+    if sock is None:
         return None
-    try:
+    with sock:
         pid, _uid, _gid = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
         return int(pid)
-    finally:
-        sock.close()
 
 
 def wait_for_relay(home: Path, *, other_than: int | None = None, timeout: float = 15.0) -> int:
@@ -196,3 +197,181 @@ def test_a_hook_whose_folder_is_gone_warns_once_and_exits_0(home: Path, project:
     assert ran.stdout == b""
     assert ran.stderr.decode().startswith("turnback: hook failed (FileNotFoundError"), ran.stderr
     assert len(ran.stderr.splitlines()) == 1
+
+
+# -- another local user's sockets ------------------------------------------------------------
+
+ATTACKER = "tbattacker"
+STALL_S = 5.0  # a hook that takes longer has stalled the agent
+
+SQUATTER = r"""
+import os, signal, socket, sys, time
+mode, names = sys.argv[1], sys.argv[2:]  # '@name' is an abstract socket, anything else a path
+held, queued, accepted = {}, [], []
+attempts, stopping = 0, []
+signal.signal(signal.SIGTERM, lambda *_: stopping.append(True))  # the loop says what it did, then ends
+
+def shown():  # every user's Unix sockets are listed here, paths and abstract names alike
+    with open("/proc/net/unix") as table:
+        rows = [line.split() for line in list(table)[1:]]
+    return {row[7] for row in rows if len(row) > 7 and "hook-relay" in row[7] and not row[7].startswith("@")}
+
+print("started", flush=True)
+while not stopping:
+    for name in sorted(set(names) | shown()):
+        if name in held:
+            continue
+        where = "\0" + name[1:] if name.startswith("@") else name
+        attempts += 1
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            server.bind(where)
+        except OSError:
+            server.close()
+            continue
+        server.listen(0 if mode == "backlog-full" else 16)
+        server.setblocking(False)
+        held[name] = server
+        while mode == "backlog-full":  # fill its queue: a blocking connect() to it now waits forever
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.setblocking(False)
+            try:
+                client.connect(where)
+            except BlockingIOError:
+                client.close()
+                break
+            queued.append(client)
+        print("holds", name, flush=True)
+    if mode == "accepts-never-answers":
+        for server in held.values():
+            try:
+                accepted.append(server.accept()[0])  # kept open, never read, never answered
+            except BlockingIOError:
+                pass
+    time.sleep(0.01)
+print("attempts", attempts, "held", len(held), flush=True)
+"""
+
+
+def runnable_python(prefix: list[str]) -> str:
+    """A Python interpreter the user of *prefix* may run (this test's may sit in root's home)."""
+    for candidate in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if candidate and subprocess.run([*prefix, candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    pytest.skip(f"no Python that {prefix[-2]} may run")
+
+
+class Squatter:
+    """Another local user binding every relay socket name it can guess or see, its queue full or never answering."""
+
+    def __init__(self, mode: str, names: list[str]):
+        prefix = second_user(ATTACKER)
+        self.proc = subprocess.Popen(
+            [*prefix, runnable_python(prefix), "-I", "-c", SQUATTER, mode, *names],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd="/",
+            env={"PATH": "/usr/bin:/bin"},
+            start_new_session=True,
+        )
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.proc.stdout or []), daemon=True)
+        self.reader.start()
+
+    def wait_holding(self, name: str, timeout: float = 15.0) -> None:
+        deadline = time.monotonic() + timeout
+        while f"holds {name}\n" not in self.lines:
+            assert time.monotonic() < deadline and self.proc.poll() is None, self.lines
+            time.sleep(0.02)
+
+    def stop(self) -> dict[str, int]:
+        """End it; how many binds it tried and how many names it held."""
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        self.proc.wait(timeout=15)
+        self.reader.join(timeout=15)
+        words = self.lines[-1].split() if self.lines else []
+        assert words[:1] == ["attempts"], self.lines
+        return {"attempts": int(words[1]), "held": int(words[3])}
+
+
+def old_relay_name(home: Path) -> str:
+    """The abstract name the relay once listened on: derived from the user's uid and the store's path alone."""
+    digest = hashlib.sha256(f"{os.getuid()}\0{os.path.realpath(home)}".encode()).hexdigest()[:32]
+    return f"@turnback-hook-relay-{digest}"
+
+
+def timed_hook(home: Path, project: Path, event: bytes) -> float:
+    """Run one hook as Claude Code does; its wall time in seconds, infinite when it had to be killed."""
+    start = time.monotonic()
+    try:
+        result = run_cli(home, "hook", "claude-code", stdin=event, cwd=project, timeout=2 * STALL_S)
+    except subprocess.TimeoutExpired:
+        return math.inf
+    assert result.rc == 0, result
+    return time.monotonic() - start
+
+
+def write_turn(home: Path, project: Path, claude: Claude, name: str) -> list[float]:
+    """A prompt, one Write (PreToolUse, the write, PostToolUse) and Stop: each hook's wall time."""
+    path = project / name
+    tool_input = {"file_path": str(path), "content": f"{name}\n"}
+    use = f"toolu_{name}"
+    times = [timed_hook(home, project, claude.payload("UserPromptSubmit", prompt=f"write {name}"))]
+    times.append(
+        timed_hook(
+            home, project, claude.payload("PreToolUse", tool_name="Write", tool_input=tool_input, tool_use_id=use)
+        )
+    )
+    path.write_bytes(f"{name}\n".encode())
+    post = claude.payload(
+        "PostToolUse", tool_name="Write", tool_input=tool_input, tool_use_id=use, tool_response={"filePath": str(path)}
+    )
+    times.append(timed_hook(home, project, post))
+    times.append(timed_hook(home, project, claude.payload("Stop", stop_hook_active=False)))
+    return times
+
+
+def wait_for_handover(home: Path, project: Path, claude: Claude, timeout: float = 15.0) -> None:
+    """Until a hook hands its event over (imports none of the engine): a relay of this user's serves."""
+    probe = claude.payload("PreToolUse", tool_name="Write", tool_input={}, tool_use_id="toolu_probe")  # changes nothing
+    deadline = time.monotonic() + timeout
+    while probe_hook(home, project, probe)[1]:
+        assert time.monotonic() < deadline, "no relay of this user's took an event"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("attack", ["backlog-full", "accepts-never-answers"])
+def test_another_users_socket_stalls_no_hook_and_every_call_is_recorded(home: Path, project: Path, attack: str) -> None:
+    claude = Claude(home, project)
+    squatter = Squatter(attack, [old_relay_name(home), str(home / "hook-relay.sock")])  # what it can guess
+    times: list[float] = []
+    try:
+        squatter.wait_holding(old_relay_name(home))
+        times += write_turn(home, project, claude, "first.txt")  # no relay: the hook does the work, starts one
+        assert max(times) < STALL_S, times
+        wait_for_handover(home, project, claude)  # the squatter did not keep a relay from serving
+        times += write_turn(home, project, claude, "second.txt")
+        pid = relay_pid(home)
+        assert pid is not None
+        os.kill(pid, signal.SIGKILL)  # its socket stays behind, nobody listening; the squatter tries for it
+        assert ended(pid)
+        times += write_turn(home, project, claude, "third.txt")  # the hook does the work and starts a relay again
+        wait_for_handover(home, project, claude)
+        times += write_turn(home, project, claude, "fourth.txt")
+    finally:
+        seen = squatter.stop()
+        stop_relay(home)
+    stalled = sum(1 for took in times if took >= STALL_S)
+    record(
+        f"hook relay: another user's socket ({attack})",
+        hooks=len(times),
+        squatter_binds=seen["attempts"],
+        names_held=seen["held"],
+        hooks_stalled=stalled,
+        max_hook_ms=round(max(times) * 1000),
+    )
+    assert stalled == 0, times
+    turns = log_json(home, project)["turns"]
+    writes = [(call["tool"], call["cut_short"]) for turn in turns for call in turn["calls"]]
+    assert writes == [("Write", False)] * 4
+    assert seen["held"] == 1  # the old name only: the relay's own socket was never the squatter's

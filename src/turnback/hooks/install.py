@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 from turnback.errors import UsageError
+from turnback.hooks.relay import HOOK_TIMEOUT_S
 
 MARK = "hook claude-code"
 TOOLS_MATCHER = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
@@ -103,7 +104,9 @@ def install(path: str) -> list[str]:
         hooks = data["hooks"] = {}
     if not isinstance(hooks, dict):
         raise UsageError(f"{path}: 'hooks' is not a JSON object; turnback will not overwrite it")
-    command = {"type": "command", "command": hook_command()}
+    # The timeout is written out, not left to Claude Code's default (which differs between its versions): the
+    # hook's exchange with the relay is bounded under it.
+    command = {"type": "command", "command": hook_command(), "timeout": HOOK_TIMEOUT_S}
     for event, matcher in EVENTS.items():
         groups = hooks.get(event, [])
         if not isinstance(groups, list):

@@ -10,35 +10,48 @@ would (:func:`turnback.hooks.claude.handle`), and sends back what to print.
 
 - No relay yet (or ``TURNBACK_HOOK_RELAY=0``): the hook handles the event
   itself, then starts a relay for the next one (unless turned off).
-- The relay listens on an abstract Unix socket named after the user and the
-  store (Linux), and both ends check the other is the same user
-  (``SO_PEERCRED``). A hook whose ``TURNBACK_KEY`` or keyring setting differs
-  from the relay's gets ``taken: false`` and handles its event itself.
-- It serves one event at a time, and ends when it has had none for
+- The relay listens on a Unix socket in the store folder (``hook-relay.sock``;
+  Linux), which is the user's own (mode 0700): another user can neither bind
+  a socket there nor connect to it. (An abstract socket has no permissions:
+  another user could bind its name first and stall every hook.) Both ends
+  check the other is the same user (``SO_PEERCRED``) too, and a hook waits
+  at most ``CONNECT_TIMEOUT_S`` to be connected: past it, or to a stranger, it
+  hands nothing over and handles its event itself. A hook whose
+  ``TURNBACK_KEY`` or keyring setting differs from the relay's gets
+  ``taken: false`` and handles its event itself.
+- One relay per store (a lock in the store folder says so). It serves one
+  event at a time, and ends when it has had none for
   ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
   gone, or when turnback's code changed on disk (an upgrade).
 - A relay that fails once it took an event is not asked again for it: the
-  hook says so on stderr and exits 0, as for any trouble of turnback's.
+  hook says so on stderr and exits 0, as for any trouble of turnback's. The
+  whole exchange ends within ``REPLY_TIMEOUT_S``, under the ``timeout`` that
+  ``turnback install`` gives Claude Code for each hook (``HOOK_TIMEOUT_S``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
 import struct
 import sys
+import time
 
 TYPE_CHECKING = False  # typing itself is among what a hook process should not import
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 ENV_RELAY = "TURNBACK_HOOK_RELAY"
 ENV_IDLE = "TURNBACK_HOOK_RELAY_IDLE_S"
 IDLE_S = 600.0
-REPLY_TIMEOUT_S = 55.0  # under Claude Code's own 60 s limit for a hook
+HOOK_TIMEOUT_S = 60  # what turnback install tells Claude Code to wait for each hook, in seconds
+REPLY_TIMEOUT_S = HOOK_TIMEOUT_S - 5.0  # the whole exchange with the relay, under Claude Code's limit
+CONNECT_TIMEOUT_S = 0.3  # a relay this user runs accepts at once; past this, the hook does the work itself
 READ_TIMEOUT_S = 5.0
+SOCKET_NAME = "hook-relay.sock"
+LOCK_NAME = "hook-relay.lock"
 SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING")  # what else decides how the store opens
 HANDLED_EVENTS = (
     "SessionStart",
@@ -73,12 +86,39 @@ def wanted(event: dict[str, Any]) -> bool:
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
 
 
-def address(home: str) -> str | None:
-    """The relay's socket for the store in *home*; None where there is none (not Linux)."""
+def _at_socket(home: str, call: Callable[[str], None]) -> None:
+    """``call(path)`` with a path to the relay's socket in *home* that fits a Unix socket address (108 bytes)
+    however deep the store is: through this process's descriptor of the folder."""
+    folder = os.open(home, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        call(f"/proc/self/fd/{folder}/{SOCKET_NAME}")
+    finally:
+        os.close(folder)
+
+
+def connect(home: str) -> socket.socket | None:
+    """A socket connected to the relay of the store in *home* and run by this user; None when there is none,
+    it is another user's, or it does not take the connection within ``CONNECT_TIMEOUT_S``."""
     if not sys.platform.startswith("linux"):
         return None
-    digest = hashlib.sha256(f"{os.getuid()}\0{os.path.realpath(home)}".encode()).hexdigest()[:32]
-    return f"\0turnback-hook-relay-{digest}"
+    deadline = time.monotonic() + CONNECT_TIMEOUT_S
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)  # never block in connect(): a full queue fails at once (EAGAIN)
+        while True:
+            try:
+                _at_socket(home, sock.connect)
+                break
+            except BlockingIOError:  # its queue is full (hooks of the same moment): wait a little for room
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+        if not _same_user(sock):
+            raise PermissionError("another user's socket")  # never hand it an event
+        return sock
+    except OSError:
+        sock.close()
+        return None
 
 
 def _same_user(sock: socket.socket) -> bool:
@@ -100,26 +140,26 @@ def _read_all(sock: socket.socket) -> bytes:
 # -- the hook's side ---------------------------------------------------------------------------
 
 
-def _ask(where: str, request: dict[str, Any]) -> dict[str, Any] | None:
-    """The relay's reply; None when no relay answers (nothing was handed over)."""
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+def _ask(sock: socket.socket, request: dict[str, Any]) -> dict[str, Any] | None:
+    """The relay's reply; None when it did not take the event (nothing was handed over)."""
+    deadline = time.monotonic() + REPLY_TIMEOUT_S
     try:
-        try:
-            sock.connect(where)
-        except OSError:
-            return None
-        if not _same_user(sock):
-            return None  # another user's socket under our name: never hand it an event
         sock.settimeout(REPLY_TIMEOUT_S)
         sock.sendall(json.dumps(request).encode())
         sock.shutdown(socket.SHUT_WR)
-        try:
-            reply = json.loads(_read_all(sock))
-        except (OSError, ValueError):
-            return {"taken": True, "out": "", "err": "turnback: the hook relay did not answer; the agent goes on\n"}
-        return reply if isinstance(reply, dict) else None
+        parts = []
+        while True:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))  # a bound on the whole reply, not each part
+            chunk = sock.recv(1 << 16)
+            if not chunk:
+                break
+            parts.append(chunk)
+        reply = json.loads(b"".join(parts))
+    except (OSError, ValueError):
+        return {"taken": True, "out": "", "err": "turnback: the hook relay did not answer; the agent goes on\n"}
     finally:
         sock.close()
+    return reply if isinstance(reply, dict) else None
 
 
 def _start_relay(home: str) -> None:
@@ -157,11 +197,11 @@ def _hook() -> int:
         return 0
     home = default_home()
     parent, cwd, project_dir = os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None
-    relayed = os.environ.get(ENV_RELAY, "") != "0"
-    where = address(home) if relayed else None
+    relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
+    sock = connect(home) if relayed else None
     reply = (
-        _ask(where, {"event": event, "caller": [parent, cwd, project_dir], "env": _store_env()})
-        if where is not None
+        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir], "env": _store_env()})
+        if sock is not None
         else None
     )
     if reply is not None and reply.get("taken"):
@@ -171,7 +211,7 @@ def _hook() -> int:
     from turnback.hooks.claude import Caller, handle
 
     out, err = handle(event, Caller(parent, cwd, project_dir), home)
-    if where is not None and reply is None and os.path.isdir(home):
+    if relayed and reply is None and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
     sys.stderr.write(err)
@@ -203,20 +243,50 @@ class _CodeWatch:
 
 def serve(home: str) -> int:
     """Serve hook events for the store in *home* until idle, the store gone, or the code changed."""
-    import time
+    import contextlib
+    import fcntl
 
     import turnback.engine  # noqa: F401  (what every event needs, imported once, before the first one)
+
+    if not sys.platform.startswith("linux"):
+        return 1
+    try:
+        lock = os.open(os.path.join(home, LOCK_NAME), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return 0  # the store folder is gone
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return 0  # another relay serves this store
+        path = os.path.join(home, SOCKET_NAME)
+        if os.path.lexists(path):
+            os.unlink(path)  # a relay that was killed left it (the lock says none serves)
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            _at_socket(home, server.bind)
+        except OSError:
+            server.close()
+            return 0  # the store's file system holds no sockets: every hook handles its own event
+        bound = os.lstat(path)
+        try:
+            os.chmod(path, 0o600)
+            server.listen(16)
+            return _serve(home, server)
+        finally:
+            server.close()
+            with contextlib.suppress(OSError):
+                if os.path.samestat(os.lstat(path), bound):
+                    os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
+    finally:
+        os.close(lock)
+
+
+def _serve(home: str, server: socket.socket) -> int:
+    import time
+
     from turnback.hooks.claude import Caller, handle
 
-    where = address(home)
-    if where is None:
-        return 1
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        server.bind(where)
-    except OSError:
-        return 0  # another relay has the name: it serves
-    server.listen(16)
     server.settimeout(1.0)
     idle = float(os.environ.get(ENV_IDLE) or IDLE_S)
     code = _CodeWatch()
