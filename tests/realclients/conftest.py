@@ -14,6 +14,7 @@ import json
 import os
 import queue
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -259,6 +260,31 @@ class Stream:
             self.proc.wait(timeout=30)
 
 
+def kill_commands_of(marker: str) -> list[int]:
+    """SIGKILL every process whose command line holds *marker*, with its process group: Claude Code runs each
+    Bash command in a process group of its own, so killing Claude Code leaves the command running."""
+    killed = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                cmdline = handle.read()
+        except OSError:
+            continue
+        if marker.encode() in cmdline:
+            try:
+                group = os.getpgid(int(entry))
+                if group != os.getpgrp():
+                    os.killpg(group, signal.SIGKILL)
+                else:
+                    os.kill(int(entry), signal.SIGKILL)
+                killed.append(int(entry))
+            except ProcessLookupError:
+                pass
+    return killed
+
+
 class RealClaude:
     """The real Claude Code in *project*, with turnback's hooks and the logging hook, talking to *api*."""
 
@@ -330,9 +356,14 @@ class RealClaude:
     def names(self) -> list[str]:
         return [str(event["hook_event_name"]) for event in self.events()]
 
+    def kill_commands(self) -> list[int]:
+        """End the shell commands Claude Code started (their command lines name our CLAUDE_CODE_TMPDIR)."""
+        return kill_commands_of(str(self.claude_tmp))
+
     def close(self) -> None:
         for opened in self.streams:
             opened.kill()
+        self.kill_commands()
 
 
 @pytest.fixture
