@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test soak lint typecheck bench clean
+.PHONY: demo test test-realclients soak lint typecheck bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,11 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/python -m pytest -n auto -q
+	$(BIN)/python -m pytest -n auto -q --ignore=tests/realclients
+
+# The real Claude Code CLI (installed from npm into a cache outside the repo) against a fake model API.
+test-realclients: $(STAMP)
+	$(BIN)/python -m pytest -p no:xdist -q -rsxX tests/realclients
 
 soak: $(STAMP)
 	TURNBACK_SOAK=1 $(BIN)/python -m pytest -q tests/reliability
