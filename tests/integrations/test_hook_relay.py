@@ -375,3 +375,30 @@ def test_another_users_socket_stalls_no_hook_and_every_call_is_recorded(home: Pa
     writes = [(call["tool"], call["cut_short"]) for turn in turns for call in turn["calls"]]
     assert writes == [("Write", False)] * 4
     assert seen["held"] == 1  # the old name only: the relay's own socket was never the squatter's
+
+
+def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The relay ends when idle. A hook that connected in the instant between its last wait and the socket's
+    # removal must not be dropped unanswered (its call would never be recorded): it is told to do the work.
+    monkeypatch.setenv(relay.ENV_IDLE, "0")
+    path = tmp_path / "r.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(4)
+    arrived: list[socket.socket] = []
+
+    def retire() -> None:
+        hook = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        hook.connect(str(path))
+        hook.sendall(b'{"event": {}, "caller": [1, "/", null], "env": {}}')
+        hook.shutdown(socket.SHUT_WR)
+        arrived.append(hook)
+        path.unlink()
+
+    assert relay._serve(str(tmp_path), server, retire) == 0
+    assert len(arrived) == 1
+    with arrived[0] as hook:
+        hook.settimeout(5)
+        assert hook.recv(1 << 16) == b'{"taken": false}'

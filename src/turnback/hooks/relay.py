@@ -269,20 +269,26 @@ def serve(home: str) -> int:
             server.close()
             return 0  # the store's file system holds no sockets: every hook handles its own event
         bound = os.lstat(path)
-        try:
-            os.chmod(path, 0o600)
-            server.listen(16)
-            return _serve(home, server)
-        finally:
-            server.close()
+
+        def retire() -> None:
             with contextlib.suppress(OSError):
                 if os.path.samestat(os.lstat(path), bound):
                     os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
+
+        try:
+            os.chmod(path, 0o600)
+            server.listen(16)
+            return _serve(home, server, retire)
+        finally:
+            server.close()
+            retire()
     finally:
         os.close(lock)
 
 
-def _serve(home: str, server: socket.socket) -> int:
+def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
+    """Take events until it is time to end; then *retire* the socket (no hook connects any more) and answer
+    the hooks already queued ``taken: false``, so that each handles its own event instead of losing it."""
     import time
 
     from turnback.hooks.claude import Caller, handle
@@ -292,17 +298,22 @@ def _serve(home: str, server: socket.socket) -> int:
     code = _CodeWatch()
     mine = _store_env()
     last = time.monotonic()
+    retiring = False
     try:
         while True:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
+                if retiring:
+                    return 0  # every hook that connected before the socket went has been answered
                 if time.monotonic() - last > idle or not os.path.isdir(home) or code.changed():
-                    return 0
+                    retire()
+                    retiring = True
+                    server.settimeout(0.05)
                 continue
             last = time.monotonic()
             with conn:
-                stale = code.changed()
+                stale = retiring or code.changed()
                 reply: dict[str, Any] = {"taken": False}
                 try:
                     conn.settimeout(READ_TIMEOUT_S)
@@ -316,8 +327,10 @@ def _serve(home: str, server: socket.socket) -> int:
                     conn.sendall(json.dumps(reply).encode())
                 except (OSError, ValueError, KeyError, TypeError, IndexError):
                     pass  # that hook hears nothing it can use: it says so, or handles the event itself
-            if stale:
-                return 0
+            if stale and not retiring:
+                retire()
+                retiring = True
+                server.settimeout(0.05)
     finally:
         server.close()
 
