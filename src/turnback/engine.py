@@ -20,6 +20,7 @@ from turnback.errors import (
     BusyError,
     NothingToDoError,
     RefusedError,
+    StoreError,
     TurnbackError,
     UncoveredError,
     UnsafePathError,
@@ -385,14 +386,31 @@ class Engine:
         turn = self.running_turn(session_id)
         before = self.store.refs_at_turn_start(turn.id)
         after = git.read_refs(self.project_of(self.store.session(session_id)).root) if before is not None else None
-        with self.store.transaction():
-            if before is not None and after is not None:
-                moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
-                self.store.add_ref_changes(turn.id, moved)
-            self.store.end_turn(turn.id, "ended")
-        self.enforce_caps(self.project_of(self.store.session(session_id)))
+        from turnback.store.store import RESERVE_FULL
+
+        def record_end() -> None:
+            with self.store.transaction():
+                if before is not None and after is not None:
+                    moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
+                    self.store.add_ref_changes(turn.id, moved)
+                self.store.end_turn(turn.id, "ended")
+
+        try:
+            record_end()
+        except StoreError:
+            if not self.store.use_reserve():  # a full disk must not leave the turn running (undo busy)
+                raise
+            record_end()
+        warnings = []
+        try:
+            self.enforce_caps(self.project_of(self.store.session(session_id)))
+        except StoreError as exc:  # the turn has ended; the cap is enforced again at the next end
+            warnings.append(f"the store's size cap could not be enforced now: {exc}")
+        if self.store.reserve_used:
+            warnings.append(RESERVE_FULL)
         ended = self.store.turn(turn.id, with_calls=True)
-        return ended, self.turn_summary(ended)
+        summary = self.turn_summary(ended)
+        return ended, summary._replace(notes=(*summary.notes, *warnings))
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
         """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""

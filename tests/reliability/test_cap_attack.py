@@ -247,3 +247,52 @@ def test_eviction_keeps_a_pending_plan_s_copies_however_old(home: Path, project:
         applied = engine.apply(engine.plan(pending.id))
         assert applied.changed
         assert digest(project / "a.bin") == a
+
+
+# -- item 5: a full store still ends its turn -----------------------------------------------
+
+
+def test_a_full_store_still_ends_its_turn_so_undo_is_not_refused_as_busy(tmp_path: Path) -> None:
+    import subprocess
+
+    if os.geteuid() != 0:
+        import pytest
+
+        pytest.skip("mounting a small tmpfs for the store needs root")
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=32m", "tmpfs", str(disk)], check=True)
+    try:
+        home = disk / "store"
+        project = tmp_path / "project"
+        project.mkdir()
+        (project / "a.txt").write_bytes(b"one\n")
+
+        def cli(*args: str, stdin: bytes = b"") -> Result:
+            from tests.conftest import run_cli
+
+            return run_cli(home, *args, cwd=project, stdin=stdin)
+
+        start(cli)
+        assert cli("write", "a.txt", stdin=b"two\n").rc == 0
+        with (disk / "filler").open("wb") as filler:  # fill the disk the store is on, to the last byte
+            try:
+                while True:
+                    filler.write(bytes(1 << 20))
+                    filler.flush()
+            except OSError:
+                pass
+        ended = cli("turn", "end")
+        assert ended.rc == 0, ended
+        assert ended.lines == [
+            "1 file changed, +1 -1",
+            "the disk holding the store is full: turnback used the space it keeps aside for this; "
+            "free some space there (turnback gc reclaims copies nothing needs)",
+        ]
+        (disk / "filler").unlink()
+        undone = cli("undo", "--yes")
+        assert undone.rc == 0, undone
+        assert (project / "a.txt").read_bytes() == b"one\n"
+        record("full store ends its turn", turns_ended=1, undo_refused_busy=0, bytes_lost=0)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)

@@ -203,9 +203,14 @@ class _Hook:
             pending = self.engine.unfinished_commands(session.id)
         except RefusedError:
             return None
+        from turnback.errors import StoreError
+
         for call in pending:
             note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
-            self.engine.finish_command(call.id, error=note)
+            try:
+                self.engine.finish_command(call.id, error=note)
+            except StoreError:  # a full disk: the turn still ends (the command stays "may be cut short")
+                continue
         return self.engine.end_turn(session.id)[1]
 
 
