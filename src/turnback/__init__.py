@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         SchemaTooNewError,
         StoreError,
         TurnbackError,
+        UncoveredError,
         UnsafePathError,
         UsageError,
     )
@@ -61,6 +62,7 @@ _HOMES = {
         "SchemaTooNewError",
         "StoreError",
         "TurnbackError",
+        "UncoveredError",
         "UnsafePathError",
         "UsageError",
     ),
@@ -127,6 +129,7 @@ __all__ = [
     "Turn",
     "TurnSummary",
     "TurnbackError",
+    "UncoveredError",
     "UnsafePathError",
     "UsageError",
     "__version__",

@@ -16,7 +16,16 @@ from typing import IO, TYPE_CHECKING, NamedTuple
 
 from turnback.capture import calls as tools
 from turnback.capture.calls import CallRecorder, CallTarget
-from turnback.errors import BusyError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
+from turnback.errors import (
+    BusyError,
+    NothingToDoError,
+    RefusedError,
+    StoreError,
+    TurnbackError,
+    UncoveredError,
+    UnsafePathError,
+    UsageError,
+)
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
     BlobId,
@@ -85,15 +94,20 @@ class CallHandle:
             return None  # the store, or outside a confined root: nothing there is written through it
         return target if target.recorded != where.recorded else None
 
-    def before(self, path: str) -> None:
-        """Keep what *path* holds; when it is a link, what it leads to as well (a harness may write through it)."""
+    def before(self, path: str, *, uncovered: bool = False) -> None:
+        """Keep what *path* holds; when it is a link, what it leads to as well (a harness may write through it).
+
+        A copy turnback cannot keep is refused (:class:`UncoveredError`), unless *uncovered*: then the path is
+        recorded as not covered, and the change cannot be undone.
+        """
         where = self._path(path)
-        self._recorder.before(where)
         entry = where.tree.lstat(where.rel)
+        target = None
         if entry is not None and entry.is_symlink:
             target = self._link_target(where, os.readlink(os.path.join(where.tree.root, where.rel)))
-            if target is not None:
-                self._recorder.before(target)
+        kept = self._engine.keepable(self._recorder.target, [where] if target is None else [where, target], uncovered)
+        for location in kept:
+            self._recorder.before(location)
 
     def after(self, path: str) -> None:
         """Record what *path* (and, when it was a link, what it led to) holds after the write."""
@@ -372,14 +386,31 @@ class Engine:
         turn = self.running_turn(session_id)
         before = self.store.refs_at_turn_start(turn.id)
         after = git.read_refs(self.project_of(self.store.session(session_id)).root) if before is not None else None
-        with self.store.transaction():
-            if before is not None and after is not None:
-                moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
-                self.store.add_ref_changes(turn.id, moved)
-            self.store.end_turn(turn.id, "ended")
-        self.enforce_caps(self.project_of(self.store.session(session_id)))
+        from turnback.store.store import RESERVE_FULL
+
+        def record_end() -> None:
+            with self.store.transaction():
+                if before is not None and after is not None:
+                    moved = [(m.name, m.target, m.expect) for m in git.ref_moves(before, after)]
+                    self.store.add_ref_changes(turn.id, moved)
+                self.store.end_turn(turn.id, "ended")
+
+        try:
+            record_end()
+        except StoreError:
+            if not self.store.use_reserve():  # a full disk must not leave the turn running (undo busy)
+                raise
+            record_end()
+        warnings = []
+        try:
+            self.enforce_caps(self.project_of(self.store.session(session_id)))
+        except StoreError as exc:  # the turn has ended; the cap is enforced again at the next end
+            warnings.append(f"the store's size cap could not be enforced now: {exc}")
+        if self.store.reserve_used:
+            warnings.append(RESERVE_FULL)
         ended = self.store.turn(turn.id, with_calls=True)
-        return ended, self.turn_summary(ended)
+        summary = self.turn_summary(ended)
+        return ended, summary._replace(notes=(*summary.notes, *warnings))
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
         """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""
@@ -507,10 +538,16 @@ class Engine:
         cwd: str | None = None,
         tool: str = "write",
         raw_input: object = None,
+        uncovered: bool = False,
     ) -> Call:
-        """Write *data* to *path* (making missing folders), keeping what it held before."""
+        """Write *data* to *path* (making missing folders), keeping what it held before.
+
+        Every file tool refuses (:class:`UncoveredError`) to destroy what it cannot keep a copy of (see
+        :meth:`keepable`); *uncovered* goes ahead, and records the change as one that cannot be undone.
+        """
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
+        (where,) = self.keepable(target, [where], uncovered)
         shown = None if raw_input is None else raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
         return self.store.call(tools.record_write(target, where, data, tool=tool, raw_input=shown))
 
@@ -523,27 +560,78 @@ class Engine:
         *,
         replace_all: bool = False,
         cwd: str | None = None,
+        uncovered: bool = False,
     ) -> Call:
         """Replace *old* by *new* in *path*: it must occur once, or every time with *replace_all*."""
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
+        (where,) = self.keepable(target, [where], uncovered)
         return self.store.call(tools.record_edit(target, where, old, new, replace_all=replace_all))
 
-    def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
+    def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None, uncovered: bool = False) -> Call:
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
+        (where,) = self.keepable(target, [where], uncovered)
         return self.store.call(tools.record_delete(target, where))
 
-    def move(self, session_id: SessionId, src: str, dst: str, *, cwd: str | None = None) -> Call:
+    def move(
+        self, session_id: SessionId, src: str, dst: str, *, cwd: str | None = None, uncovered: bool = False
+    ) -> Call:
         target = self._target(session_id)
         project = target.project
-        return self.store.call(
-            tools.record_move(
-                target,
-                self._writable(session_id, self.locate(project, src, cwd)),
-                self._writable(session_id, self.locate(project, dst, cwd)),
-            )
-        )
+        wheres = [self._writable(session_id, self.locate(project, path, cwd)) for path in (src, dst)]
+        kept = self.keepable(target, wheres, uncovered)
+        reason = next((where.uncovered for where in kept if where.uncovered), None)
+        if reason is not None:  # a move's two states are one content: without a copy of it, neither is covered
+            kept = [where._replace(uncovered=where.uncovered or reason) for where in kept]
+        return self.store.call(tools.record_move(target, kept[0], kept[1]))
+
+    def keepable(
+        self, target: CallTarget, wheres: Sequence[tools.Location], uncovered: bool = False
+    ) -> list[tools.Location]:
+        """*wheres*, when turnback can keep a copy of what each holds before a call overwrites or removes it.
+
+        The one rule for every file tool: a copy the call needs must fit ``store.max_mib`` beside what the
+        running turn keeps already (the cap never drops the newest turn's copies, so a copy that does not
+        fit would put the store over its cap), and the file must be readable. Otherwise the call is refused
+        (:class:`UncoveredError`, nothing changed); with *uncovered* the paths come back marked not covered
+        with the reason, so the change is recorded as one that cannot be undone and every view says so.
+        An incognito session, and an outside path the mode copies nothing of, keep no copy anyway.
+        """
+        from turnback.ops import maintenance
+        from turnback.render.diff import human_size
+
+        if target.incognito:
+            return list(wheres)
+        max_mib = self.config.store_max_mib
+        sized: list[tuple[int, int]] = []  # (index, size) of each file whose copy the call needs
+        refused: dict[int, str] = {}
+        for index, where in enumerate(wheres):
+            entry = where.tree.lstat(where.rel) if where.uncovered is None else None
+            if entry is None or not entry.is_file:
+                continue
+            try:
+                with where.tree.open_file(where.rel):
+                    pass
+            except FileNotFoundError:
+                continue
+            except UnsafePathError as exc:
+                refused[index] = f"it cannot be read: {exc}"
+                continue
+            sized.append((index, entry.size))
+        kept = maintenance.turn_kept_bytes(self.store, target.turn.id) if sized else 0
+        needed = kept
+        for index, size in sized:
+            if needed + size <= max_mib << 20:
+                needed += size
+                continue
+            beside = f"; the running turn keeps {human_size(kept)} already" if kept else ""
+            refused[index] = f"{human_size(size)}, over store.max_mib ({max_mib} MiB){beside}"
+        if not refused:
+            return list(wheres)
+        if not uncovered:
+            raise UncoveredError(tuple((wheres[i].recorded, reason) for i, reason in sorted(refused.items())))
+        return [where._replace(uncovered=refused[i]) if i in refused else where for i, where in enumerate(wheres)]
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
@@ -558,12 +646,14 @@ class Engine:
         cwd: str | None = None,
         external_id: tuple[str, str] | None = None,
         before: Sequence[str] = (),
+        uncovered: bool = False,
     ) -> CallHandle:
         """Start a call whose files the harness writes itself (see :class:`CallHandle`).
 
         *external_id* (harness, id), e.g. a tool use id, lets another process find the call again.
         *before*: paths to record :meth:`CallHandle.before` for now, in the same write (one fsync, not three:
-        a hook's agent waits for it).
+        a hook's agent waits for it). A copy of one that turnback cannot keep refuses the call, nothing
+        recorded (:class:`UncoveredError`), unless *uncovered* (see :meth:`keepable`).
         """
         text = raw_input if isinstance(raw_input, str) or raw_input is None else json.dumps(raw_input)
         target = self._target(session_id)
@@ -572,7 +662,7 @@ class Engine:
             if external_id is not None:
                 self.store.set_call_external_id(handle.id, self.store.external_id(*external_id))
             for path in before:
-                handle.before(path)
+                handle.before(path, uncovered=uncovered)
         return handle
 
     def external_call(self, session_id: SessionId, harness: str, external: str) -> Call | None:

@@ -7,6 +7,7 @@ sentence meant for the user and whose ``exit_code`` is what the CLI exits with::
       UsageError          2  unknown id, bad path, conflicting options
       RefusedError        1  no confirmation, stack rule, stale head, refused edit
         NothingToDoError  1  nothing to undo or revert
+        UncoveredError    1  a call would destroy what turnback cannot keep a copy of
       BusyError           3  a turn, undo or command runs; names what runs
       StoreError          1  the store cannot be opened or read
         KeyUnavailableError  the key is missing, unsafe or wrong
@@ -45,6 +46,23 @@ class NothingToDoError(RefusedError):
     """There is nothing to undo, revert or apply."""
 
 
+class UncoveredError(RefusedError):
+    """A call would overwrite or remove content that turnback cannot keep a copy of; nothing was changed.
+
+    ``uncovered`` names each path and why (over ``store.max_mib``, unreadable); the caller may go ahead
+    without a copy (the CLI's ``--uncovered``), and the change is then recorded as not covered.
+    """
+
+    def __init__(self, uncovered: tuple[tuple[str, str], ...]):
+        self.uncovered = uncovered
+        super().__init__(f"{self.why}; nothing was changed")
+
+    @property
+    def why(self) -> str:
+        named = "; ".join(f"{path} ({reason})" for path, reason in self.uncovered)
+        return f"cannot keep a copy of {named}, so this change could not be undone"
+
+
 class BusyError(TurnbackError):
     """Something runs in the session (a turn, an undo, a command); the message names it."""
 
@@ -80,6 +98,7 @@ __all__ = [
     "SchemaTooNewError",
     "StoreError",
     "TurnbackError",
+    "UncoveredError",
     "UnsafePathError",
     "UsageError",
 ]

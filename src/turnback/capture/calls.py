@@ -209,7 +209,13 @@ def _stored_before(target: CallTarget, where: Location) -> FileState:
     """What the path holds, its content stored; without a copy to keep, only what kind of thing it is."""
     if _keeps_copies(target, where):
         return capture_state(where.tree, where.rel, target.store)
-    return probe_state(where.tree, where.rel, target.store)._replace(blob=None)
+    try:
+        return probe_state(where.tree, where.rel, target.store)._replace(blob=None)
+    except UnsafePathError:
+        entry = where.tree.lstat(where.rel)
+        if where.uncovered is None or entry is None or not entry.is_file:
+            raise
+        return FileState("file", size=entry.size, mode=entry.permissions)  # unreadable: what its stat says
 
 
 def record_write(

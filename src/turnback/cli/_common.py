@@ -95,6 +95,15 @@ def add_session_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_uncovered_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--uncovered",
+        action="store_true",
+        help="go ahead when turnback cannot keep a copy of what is overwritten or removed "
+        "(over store.max_mib, unreadable); the change then cannot be undone",
+    )
+
+
 def add_confirm_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--yes", "-y", action="store_true", help="apply without asking")
@@ -162,6 +171,7 @@ __all__ = [
     "Subparsers",
     "add_confirm_options",
     "add_session_option",
+    "add_uncovered_option",
     "common_options",
     "confirm",
     "show_call",

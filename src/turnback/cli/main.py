@@ -141,7 +141,8 @@ def _log_unexpected(home: str | None) -> str | None:
 
 
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
-    out.note(f"turnback: {error}")
+    hint = " (--uncovered goes ahead without a copy)" if isinstance(error, turnback.UncoveredError) else ""
+    out.note(f"turnback: {error}{hint}")
     out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": error.exit_code}})
     return error.exit_code
 

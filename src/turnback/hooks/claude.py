@@ -6,7 +6,10 @@
   notices go back to the model as ``additionalContext``.
 - PreToolUse for Write, Edit, MultiEdit, NotebookEdit: keep the file's
   earlier state; PostToolUse (or PostToolUseFailure): record what it holds. A
-  call with no PostToolUse stays "may be cut short", still revertible.
+  call with no PostToolUse stays "may be cut short", still revertible. When
+  turnback cannot keep a copy of the file (over ``store.max_mib``,
+  unreadable), the user is asked (``permissionDecision: "ask"`` with the
+  reason) and the call is recorded as not covered.
 - PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
   again and record the difference. ``run_in_background``: a job, recorded
   when the turn stops.
@@ -123,16 +126,23 @@ class _Hook:
             path = tool_input.get(FILE_TOOLS[tool])
             if not isinstance(path, str) or not path:
                 return None
+            from turnback.errors import UncoveredError
+
             session = self.session()
             self.running_turn(session)
-            self.engine.begin_call(
-                session.id,
-                tool,
-                tool_input,
-                cwd=self.cwd,
-                external_id=(HARNESS, use_id) if use_id else None,
-                before=[path],
-            )
+            begin = {"cwd": self.cwd, "external_id": (HARNESS, use_id) if use_id else None, "before": [path]}
+            try:
+                self.engine.begin_call(session.id, tool, tool_input, **begin)
+            except UncoveredError as refused:
+                # The user decides: recorded as not covered, so if it goes ahead every view says it cannot be undone.
+                self.engine.begin_call(session.id, tool, tool_input, uncovered=True, **begin)
+                return {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "ask",
+                        "permissionDecisionReason": f"turnback {refused.why}. Allow it only if you need no way back.",
+                    }
+                }
         elif tool in SHELL_TOOLS:
             command = tool_input.get("command")
             if not isinstance(command, str) or not command:
@@ -193,9 +203,14 @@ class _Hook:
             pending = self.engine.unfinished_commands(session.id)
         except RefusedError:
             return None
+        from turnback.errors import StoreError
+
         for call in pending:
             note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
-            self.engine.finish_command(call.id, error=note)
+            try:
+                self.engine.finish_command(call.id, error=note)
+            except StoreError:  # a full disk: the turn still ends (the command stays "may be cut short")
+                continue
         return self.engine.end_turn(session.id)[1]
 
 

@@ -7,10 +7,15 @@ operations by age: a call's changes then show "can no longer be reverted"
 and its input is dropped; an operation can no longer be taken back. The stat
 caches' copies count towards ``snapshot.max_mib``; over it, the oldest
 entries' copies are dropped and those files are left out of the next
-snapshot (and said so). A copy that an applying operation or a recent
-preview (``PLAN_KEEP_NS``) needs, or that a running command's snapshot
-holds, is never dropped; an older preview loses its copies and must be
-planned again.
+snapshot (and said so). A copy that an applying operation, a pending
+preview (each session's newest operation, still planned, or any preview
+younger than ``PLAN_KEEP_NS``), a running command's snapshot, or the newest
+turn (every running turn, and the turn that ended last) needs is never
+dropped, even when the store stays over its cap until a later turn: the
+copy a destructive call needs is never dropped by that call's own turn. A
+call whose copy cannot be kept at all is refused before it acts (the
+engine's rule, with ``turn_kept_bytes``). An older, superseded preview loses
+its copies and must be planned again.
 """
 
 from __future__ import annotations
@@ -72,16 +77,44 @@ def _column_blobs(store: Store, sql: str, params: tuple[object, ...] = ()) -> se
     return {bytes(row[0]) for row in store.db.all(sql, params) if row[0] is not None}
 
 
+# A preview still pending: the newest operation of its session (nothing planned or applied since), or a recent one.
+_PENDING_SQL = (
+    "ops.status='planned' AND (ops.created_at>=? OR ops.created_at ="
+    " (SELECT MAX(newer.created_at) FROM ops AS newer WHERE newer.session_id = ops.session_id))"
+)
+
+
 def _pending_op_blobs(store: Store) -> set[bytes]:
-    """Copies an applying operation or a recent preview needs."""
+    """Copies an applying operation or a pending preview needs."""
     recent = store.now() - PLAN_KEEP_NS
-    where = "ops.evicted=0 AND (ops.status='applying' OR (ops.status='planned' AND ops.created_at>=?))"
+    where = f"ops.evicted=0 AND (ops.status='applying' OR {_PENDING_SQL})"
     return _column_blobs(
         store,
         f"SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}"
         f" UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}",
         (recent, recent),
     )
+
+
+def newest_turns(store: Store) -> set[str]:
+    """The turns whose copies the cap never drops: every running turn, and the turn that ended last."""
+    rows = store.db.all(
+        "SELECT id FROM turns WHERE status='running'"
+        " UNION SELECT id FROM (SELECT id FROM turns ORDER BY COALESCE(ended_at, started_at) DESC LIMIT 1)"
+    )
+    return {turn_id for (turn_id,) in rows}
+
+
+def turn_kept_bytes(store: Store, turn_id: str) -> int:
+    """The content size of the copies the turn's calls keep (each copy once), which the cap never drops."""
+    copies = (
+        "SELECT before_blob FROM changes JOIN calls ON calls.id = changes.call_id"
+        " WHERE calls.turn_id=? AND changes.evicted=0 AND before_blob IS NOT NULL"
+        " UNION SELECT after_blob FROM changes JOIN calls ON calls.id = changes.call_id"
+        " WHERE calls.turn_id=? AND changes.evicted=0 AND after_blob IS NOT NULL"
+    )
+    total = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({copies})", (turn_id, turn_id))[0]
+    return int(total)
 
 
 def live_blobs(store: Store) -> set[bytes]:
@@ -144,13 +177,20 @@ def kept_bytes(store: Store) -> int:
 
 def _cap_candidates(store: Store) -> list[tuple[str, str]]:
     """What the store cap may drop, oldest first: ("call", id) for a call's copies and input, ("op", id)
-    for an operation's copies (an applied one's, or an old preview's)."""
-    calls = store.db.all(
-        "SELECT started_at, id FROM calls WHERE input_enc IS NOT NULL"
-        " OR EXISTS(SELECT 1 FROM changes WHERE changes.call_id = calls.id AND changes.evicted=0)"
-    )
+    for an operation's copies (an applied one's, or a superseded old preview's). The newest turns' calls and
+    pending previews are never among them."""
+    newest = newest_turns(store)
+    calls = [
+        (at, call_id)
+        for at, call_id, turn_id in store.db.all(
+            "SELECT started_at, id, turn_id FROM calls WHERE input_enc IS NOT NULL"
+            " OR EXISTS(SELECT 1 FROM changes WHERE changes.call_id = calls.id AND changes.evicted=0)"
+        )
+        if turn_id not in newest
+    ]
     ops = store.db.all(
-        "SELECT created_at, id FROM ops WHERE evicted=0 AND (status='done' OR (status='planned' AND created_at<?))",
+        "SELECT created_at, id FROM ops WHERE evicted=0"
+        f" AND (status='done' OR (status='planned' AND NOT ({_PENDING_SQL})))",
         (store.now() - PLAN_KEEP_NS,),
     )
     found = [(at, "call", call_id) for at, call_id in calls] + [(at, "op", op_id) for at, op_id in ops]
@@ -316,4 +356,15 @@ def delete_session(store: Store, session_id: SessionId) -> None:
     gc(store)
 
 
-__all__ = ["Damage", "Reclaimed", "delete_session", "enforce_caps", "gc", "kept_bytes", "live_blobs", "verify"]
+__all__ = [
+    "Damage",
+    "Reclaimed",
+    "delete_session",
+    "enforce_caps",
+    "gc",
+    "kept_bytes",
+    "live_blobs",
+    "newest_turns",
+    "turn_kept_bytes",
+    "verify",
+]

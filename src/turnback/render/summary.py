@@ -160,7 +160,7 @@ def display_path(path: str, home: str | None = None) -> str:
 
 
 LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
-_LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
+LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
 
 
 def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, shown: int = 3) -> str:
@@ -171,7 +171,7 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
     files.sort(key=lambda c: (LINE_ORDER[c.kind], c.path))
     items = []
     for change in files[:shown]:
-        text = f"{_LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
+        text = f"{LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
         if change.not_covered or change.evicted:
             text += " (not covered)"
         elif (
@@ -249,6 +249,7 @@ def call_title(call: Call) -> str:
 __all__ = [
     "BUILTIN_GROUPS",
     "LINE_ORDER",
+    "LINE_WORD",
     "NetChange",
     "call_title",
     "command_line",

@@ -227,6 +227,8 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
             continue
         counts = "" if change.binary or change.kind == "mode" else f" +{change.added} -{change.removed}"
         shown = display_path(change.path) if change.outside else change.path
+        if change.not_covered:
+            counts = f" (not covered: {change.not_covered}; it cannot be undone)"
         lines.append(f"    {change.kind} {shown}{counts}")
     return lines
 

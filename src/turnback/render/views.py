@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from turnback.model import BlobId, FileState
 from turnback.render.patch import PatchFile, git_patch
-from turnback.render.summary import CODE_GROUP, LINE_ORDER, NetChange, display_path, group_of
+from turnback.render.summary import CODE_GROUP, LINE_ORDER, LINE_WORD, NetChange, display_path, group_of
 from turnback.render.text import IGNORED
 
 Load = Callable[[BlobId], bytes]
@@ -102,10 +102,13 @@ def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Se
 
 
 def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[str]:
-    """Lines after the end-of-turn summary: files outside the project, and a turn whose commands ran unasked."""
+    """Lines after the end-of-turn summary: changes that cannot be undone, files outside the project, and a
+    turn whose commands ran unasked."""
     notes = []
     for change in _files(changes):
         if not change.outside:
+            if change.not_covered:
+                notes.append(f"{uncovered_change(change)}: it cannot be undone")
             continue
         shown = display_path(change.path)
         if change.not_covered:
@@ -121,6 +124,11 @@ def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str
             where = display_path(project_root)
             notes.append(f"changed {count} (+{added} -{removed}) in {where}; turnback undo reverts this turn")
     return notes
+
+
+def uncovered_change(change: NetChange) -> str:
+    """``deleted big.bin (not covered: REASON)``: a change turnback kept no copy for, so it cannot be undone."""
+    return f"{LINE_WORD[change.kind]} {display_path(change.path)} (not covered: {change.not_covered})"
 
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m", "d": "\033[1m"}
@@ -146,4 +154,5 @@ __all__ = [
     "patch_text",
     "stat_lines",
     "turn_notes",
+    "uncovered_change",
 ]

@@ -61,6 +61,56 @@ trash/ holds plain copies of files that undo operations displaced.
 """
 
 
+RESERVE_NAME = "reserve"
+RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
+RESERVE_FULL = (
+    "the disk holding the store is full: turnback used the space it keeps aside for this; "
+    "free some space there (turnback gc reclaims copies nothing needs)"
+)
+
+
+def _disk_full(home: str) -> bool:
+    try:
+        st = os.statvfs(home)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < RESERVE_BYTES
+
+
+def _keep_reserve(home: str) -> None:
+    """Set aside ``RESERVE_BYTES`` in the store folder while the disk has plenty, so a full disk can still
+    end a turn (:meth:`Store.use_reserve`). Best effort: without room, nothing is set aside."""
+    path = os.path.join(home, RESERVE_NAME)
+    if os.path.lexists(path):
+        return
+    try:
+        st = os.statvfs(home)
+        if st.f_bavail * st.f_frsize < 4 * RESERVE_BYTES:
+            return
+        temp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            block = bytes(1 << 20)
+            for _ in range(RESERVE_BYTES >> 20):
+                os.write(fd, block)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{path}.{os.getpid()}.tmp")
+
+
+def _release_reserve(home: str) -> bool:
+    """Delete the space set aside; whether there was any to free."""
+    try:
+        os.unlink(os.path.join(home, RESERVE_NAME))
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _damaged(error: StoreError) -> bool:
     """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
     text = str(error)
@@ -144,6 +194,14 @@ class Store:
         self.key_secret: str | None = None
         self.clock = clock
         self.ids = ids or IdSource()
+        self.reserve_used = False  # the disk was full and the space set aside was freed to go on
+
+    def use_reserve(self) -> bool:
+        """On a full disk, free the space set aside (so a turn can still end); whether there was any."""
+        if not _disk_full(self.home) or not _release_reserve(self.home):
+            return False
+        self.reserve_used = True
+        return True
 
     # -- opening ---------------------------------------------------------------------------
 
@@ -167,8 +225,19 @@ class Store:
         ensure_private_dir(home)
         _refuse_emptied_database(home)
         try:
-            store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+            try:
+                store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+                released = False
+            except StoreError:
+                # SQLite cannot even open its shared memory on a full disk: free the reserve and try once more.
+                if not (_disk_full(home) and _release_reserve(home)):
+                    raise
+                store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
+                released = True
             store.key_secret = key_secret
+            store.reserve_used = released
+            if not released:
+                _keep_reserve(home)
             return store
         except StoreError as exc:
             if not _damaged(exc) or not os.path.isfile(os.path.join(home, DB_NAME)):

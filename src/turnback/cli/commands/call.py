@@ -23,6 +23,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     before.add_argument("--tool", required=True, help="the tool's name (Write, Edit, ...)")
     before.add_argument("--input", metavar="JSON", help="the call's raw arguments, shown by turnback show --input")
     before.add_argument("paths", nargs="+", metavar="PATH")
+    _common.add_uncovered_option(before)
     after = verbs.add_parser("after", parents=[common], help="record what PATHs hold after the write and end the call")
     after.add_argument("call", help="the call id (or unique prefix) that call before printed")
     after.add_argument("paths", nargs="*", metavar="PATH")
@@ -33,9 +34,9 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     if args.call_verb == "before":
         session = ctx.session()
-        handle = engine.begin_call(session.id, args.tool, args.input, cwd=ctx.cwd)
-        for path in args.paths:
-            handle.before(path)
+        handle = engine.begin_call(
+            session.id, args.tool, args.input, cwd=ctx.cwd, before=args.paths, uncovered=args.uncovered
+        )
         ctx.out.line(handle.id)
         ctx.out.json({"call": {"id": handle.id}})
         return 0

@@ -20,9 +20,12 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     parser.add_argument("--old", required=True, help="the text to replace")
     parser.add_argument("--new", required=True, help="the text to put in its place")
     parser.add_argument("--all", action="store_true", help="replace every occurrence")
+    _common.add_uncovered_option(parser)
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session()
-    call = ctx.engine.edit(session.id, args.path, args.old, args.new, replace_all=args.all, cwd=ctx.cwd)
+    call = ctx.engine.edit(
+        session.id, args.path, args.old, args.new, replace_all=args.all, cwd=ctx.cwd, uncovered=args.uncovered
+    )
     return _common.show_call(ctx, call)

@@ -12,8 +12,11 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     _common.add_session_option(parser)
     parser.add_argument("src", help="the file to move")
     parser.add_argument("dst", help="its new path (a file there is replaced, and kept)")
+    _common.add_uncovered_option(parser)
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session()
-    return _common.show_call(ctx, ctx.engine.move(session.id, args.src, args.dst, cwd=ctx.cwd))
+    return _common.show_call(
+        ctx, ctx.engine.move(session.id, args.src, args.dst, cwd=ctx.cwd, uncovered=args.uncovered)
+    )
