@@ -72,18 +72,28 @@ def test_a_200_mb_file_round_trips(engine: turnback.Engine, session: turnback.Se
     assert shown.changes[0].before.size == len(original)
 
 
-def test_a_copy_over_the_size_cap_is_dropped_and_undo_says_so(
+def test_a_copy_over_the_size_cap_is_refused_and_the_oldest_copies_go_first(
     engine: turnback.Engine, session: turnback.Session, project: Path
 ) -> None:
     engine.set_config("store.max_mib", "1")
-    (project / "big.bin").write_bytes(os.urandom(3 << 20))
+    big = os.urandom(3 << 20)
+    (project / "big.bin").write_bytes(big)
     engine.begin_turn(session.id, "big")
-    engine.write(session.id, "big.bin", b"small now\n", cwd=str(project))
+    with pytest.raises(turnback.UncoveredError):
+        engine.write(session.id, "big.bin", b"small now\n", cwd=str(project))
+    assert (project / "big.bin").read_bytes() == big  # refused: its copy could not have been kept
+    (project / "old.bin").write_bytes(os.urandom(600 << 10))
+    engine.write(session.id, "old.bin", b"old\n", cwd=str(project))
     engine.end_turn(session.id)
-    plan = engine.plan_undo(session.id)
+    engine.begin_turn(session.id, "newer")
+    (project / "new.bin").write_bytes(os.urandom(600 << 10))
+    engine.write(session.id, "new.bin", b"new\n", cwd=str(project))
+    engine.end_turn(session.id)
+    plan = engine.plan_undo(session.id, turn=1, force=True)
     assert [(row.action, row.path, row.reason) for row in plan.rows] == [
-        ("not covered", "big.bin", "copy dropped by the size cap")
+        ("not covered", "old.bin", "copy dropped by the size cap")
     ]
+    assert [(row.action, row.path) for row in engine.plan_undo(session.id).rows] == [("restore", "new.bin")]
     assert engine.kept_bytes() <= 1 << 20
 
 
@@ -102,5 +112,8 @@ def test_an_unreadable_file_gets_a_clear_message(cli, project: Path, sid: str) -
         secret.chmod(0o600)
     for result in (write, edit):
         assert result.rc == 1
-        assert result.err == "turnback: permission denied: secret.txt\n"
+        assert result.err == (
+            "turnback: cannot keep a copy of secret.txt (it cannot be read: permission denied: secret.txt), so this"
+            " change could not be undone; nothing was changed (--uncovered goes ahead without a copy)\n"
+        )
     assert secret.read_bytes() == b"keep out\n"
