@@ -169,3 +169,31 @@ def test_file_content_with_escape_sequences_is_escaped_on_a_terminal_and_exact_i
     code, preview = _run_on_a_terminal(["undo"], project, env, b"n\n")
     assert code == 1
     assert "trash       evil.txt" in preview.splitlines() and "\x1b" not in preview
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["edit", "README.md", "--old", b"\xff\xfe", "--new", "x"], "--old"),
+        (["edit", "README.md", "--old", "line two", "--new", b"caf\xe9"], "--new"),
+        (["edit", "README.md", b"--old=\xff", "--new", "x"], "--old"),
+        (["turn", "begin", "--message", b"caf\xe9"], "--message"),
+        (["session", "new", "--title", b"\xff"], "--title"),
+        (["show", b"01\xff"], "call"),
+    ],
+)
+def test_text_arguments_that_are_not_utf8_are_a_usage_error(
+    run: Run, project: Path, args: list[str | bytes], named: str
+) -> None:
+    assert run("init")[0] == 0
+    run("session", "new")
+    run("turn", "begin")
+    before = (project / "README.md").read_bytes()
+    code, out, err = run(*args)
+    assert (code, out, err) == (2, b"", f"turnback: the text given for {named} is not valid UTF-8\n".encode())
+    code, out, err = run(*args, "--json")
+    assert code == 2 and json.loads(out)["error"]["message"] == f"the text given for {named} is not valid UTF-8"
+    assert (project / "README.md").read_bytes() == before
+    # A file name may hold any bytes: it is still accepted.
+    assert run("write", b"caf\xe9.txt", stdin=b"x\n")[0] == 0
+    assert (project / os.fsdecode(b"caf\xe9.txt")).read_bytes() == b"x\n"
