@@ -139,8 +139,9 @@ def show_call(ctx: Context, call: turnback.Call) -> int:
     engine = ctx.engine
     number = engine.turn_of(call).number
     if not ctx.out.json_mode:
-        hidden = engine.hidden_paths(call.session_id, [change.path for change in call.changes])
-        ctx.out.lines(text.call_lines(call, number, engine.load, engine.config.diff_lines, hidden=hidden))
+        hidden = engine.call_hidden(call)
+        limit = engine.config.diff_lines
+        ctx.out.lines(text.call_lines(call, number, engine.load, limit, hidden=hidden.paths, hide_error=hidden.text))
     ctx.out.json({"call": data.call_data(call)})
     return 0
 
