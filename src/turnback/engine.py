@@ -60,7 +60,6 @@ if TYPE_CHECKING:  # imported where used: a hook process imports only what its e
 
 TURN_WAIT_S = 60.0
 WATCH_START_S = 10.0
-_CONTENT_ARGUMENTS = frozenset({"content", "old", "new", "old_string", "new_string", "oldText", "newText", "edits"})
 
 
 class CommandNotStarted(UsageError):
@@ -166,6 +165,14 @@ class TurnDiff(NamedTuple):
     changes: tuple[NetChange, ...]
     ignored: frozenset[str]
     note: str | None = None
+
+
+class CallHidden(NamedTuple):
+    """What of a call is never shown: the contents of *paths* (ignored by .gitignore), and, when *text* is set,
+    what the agent's call carries of them (its arguments but paths and flags, its error message)."""
+
+    paths: frozenset[str]
+    text: bool
 
 
 class CommandResult(NamedTuple):
@@ -1120,22 +1127,44 @@ class Engine:
             return "dropped with the call's copies by the store.max_mib cap"
         return "no input recorded"
 
+    def call_hidden(self, call: Call) -> CallHidden:
+        """Which files .gitignore ignores that the call is about, and so what of it is never shown.
+
+        A tool call is about the paths its arguments name (whatever the tool,
+        and whether it changed anything or failed) and the paths it changed; a
+        command, about the paths it changed. When the kept part of a tool's
+        clipped arguments names no path, turnback cannot tell: its text is hidden.
+        """
+        from turnback.render import inputs
+
+        paths = [change.path for change in call.changes]
+        named: list[str] | None = []
+        if call.kind == "tool" and call.input is not None:
+            named = inputs.named_paths(call.input)
+        if named:
+            project = self.project_of(self.store.session(call.session_id))
+            for path in named:
+                try:
+                    where = self.locate(project, path, None)
+                except TurnbackError:
+                    continue  # not a path in the project (the store, a link into it, empty): no .gitignore rules it
+                if not where.outside:
+                    paths.append(where.rel)
+        hidden = self.hidden_paths(call.session_id, paths)
+        return CallHidden(hidden, call.kind == "tool" and (named is None or bool(hidden)))
+
     def call_input(self, call: Call) -> str | None:
-        """The call's raw arguments, with the contents of files .gitignore ignores left out."""
-        hidden = self.hidden_paths(call.session_id, [change.path for change in call.changes])
-        if not hidden or call.input is None:
-            return call.input
-        try:
-            arguments = json.loads(call.input)
-        except ValueError:
-            return "(not shown: the call wrote a file that .gitignore ignores)"
-        if not isinstance(arguments, dict):
-            return "(not shown: the call wrote a file that .gitignore ignores)"
-        shown = {
-            key: "(not shown: an ignored file's contents)" if key in _CONTENT_ARGUMENTS else value
-            for key, value in arguments.items()
-        }
-        return json.dumps(shown, ensure_ascii=False)
+        """The call's raw arguments; of a call about a file .gitignore ignores, only its paths and flags."""
+        from turnback.render import inputs
+
+        if call.input is None:
+            return None
+        hidden = self.call_hidden(call)
+        if not hidden.text:
+            return call.input  # a command's input is its own words, which its title shows anyway
+        if inputs.named_paths(call.input) is None:
+            return inputs.UNREADABLE
+        return inputs.without_contents(call.input)
 
     def turn_of(self, call: Call) -> Turn:
         return self.store.turn(call.turn_id)
@@ -1616,6 +1645,7 @@ class Engine:
 
 __all__ = [
     "CallHandle",
+    "CallHidden",
     "CommandNotStarted",
     "CommandResult",
     "Coverage",

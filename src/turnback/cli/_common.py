@@ -12,12 +12,19 @@ from typing import IO, Any, BinaryIO, TypeAlias
 import turnback
 from turnback import Engine, Plan, Session
 from turnback.render import data, text
+from turnback.render.terminal import escape_line
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 class Output:
-    """Human lines on stdout, or (with ``--json``) one JSON object; errors and prompts on stderr."""
+    """Human lines on stdout, or (with ``--json``) one JSON object; errors and prompts on stderr.
+
+    No control character of a line reaches the terminal raw (a name an agent chose
+    could rewrite what the user reads): the render functions quote each name, and
+    what is left (a message, file content in a diff) is escaped here. What must go
+    out byte for byte (a patch into a pipe, a file's content) does not come here.
+    """
 
     def __init__(self, *, json_mode: bool, stdout: IO[str] | None = None, stderr: IO[str] | None = None):
         self.json_mode = json_mode
@@ -26,15 +33,21 @@ class Output:
 
     def line(self, text_line: str = "") -> None:
         if not self.json_mode:
-            print(text_line, file=self.stdout)
+            print(escape_line(text_line), file=self.stdout)
 
     def lines(self, text_lines: list[str]) -> None:
         for text_line in text_lines:
             self.line(text_line)
 
+    def styled(self, text_lines: list[str]) -> None:
+        """Lines already made safe for a terminal that carry their own colour codes."""
+        if not self.json_mode:
+            for text_line in text_lines:
+                print(text_line, file=self.stdout)
+
     def note(self, text_line: str) -> None:
         """A line for the user that must not mix into data on stdout (always stderr)."""
-        print(text_line, file=self.stderr)
+        print(escape_line(text_line), file=self.stderr)
 
     def json(self, payload: dict[str, Any]) -> None:
         if self.json_mode:
@@ -135,8 +148,9 @@ def show_call(ctx: Context, call: turnback.Call) -> int:
     engine = ctx.engine
     number = engine.turn_of(call).number
     if not ctx.out.json_mode:
-        hidden = engine.hidden_paths(call.session_id, [change.path for change in call.changes])
-        ctx.out.lines(text.call_lines(call, number, engine.load, engine.config.diff_lines, hidden=hidden))
+        hidden = engine.call_hidden(call)
+        limit = engine.config.diff_lines
+        ctx.out.lines(text.call_lines(call, number, engine.load, limit, hidden=hidden.paths, hide_error=hidden.text))
     ctx.out.json({"call": data.call_data(call)})
     return 0
 

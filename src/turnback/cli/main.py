@@ -15,7 +15,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
-from typing import BinaryIO
+from typing import BinaryIO, NoReturn
 
 import turnback
 from turnback.cli import _common
@@ -58,6 +58,7 @@ from turnback.cli.commands import (
     watch,
     write,
 )
+from turnback.render.terminal import escape_line
 
 COMMANDS: dict[str, ModuleType] = {
     "init": init,
@@ -107,9 +108,16 @@ EXIT_UNEXPECTED = 70
 EXIT_INTERRUPTED = 130
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with the argument its error quotes escaped: it may be a name an agent chose."""
+
+    def error(self, message: str) -> NoReturn:
+        super().error(escape_line(message))
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common.common_options()
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="turnback",
         description="A safe way back from an AI agent's file changes: see what each call and turn changed, "
         "revert a call, undo a turn, without losing work done since.",
@@ -140,6 +148,32 @@ def _log_unexpected(home: str | None) -> str | None:
     return path
 
 
+# Arguments that name files, or a command's words: they may hold any bytes a file name holds.
+_BYTE_ARGUMENTS = frozenset(
+    {"path", "paths", "src", "dst", "dir", "project", "root", "store", "cwd", "output", "command"}
+)
+
+
+def _check_text_arguments(args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """Refuse a text argument (``--old``, a message, an id) holding bytes that are not UTF-8.
+
+    The shell hands such bytes over as surrogate escapes, which no text can be
+    stored or written with; a file name may hold them, so paths are let through.
+    """
+    for dest, value in vars(args).items():
+        if dest in _BYTE_ARGUMENTS:
+            continue
+        for item in value if isinstance(value, list) else [value]:
+            if not isinstance(item, str):
+                continue
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                flag = "--" + dest.replace("_", "-")
+                name = flag if any(word == flag or word.startswith(flag + "=") for word in argv) else dest
+                raise turnback.UsageError(f"the text given for {name} is not valid UTF-8") from None
+
+
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
     hint = " (--uncovered goes ahead without a copy)" if isinstance(error, turnback.UncoveredError) else ""
     out.note(f"turnback: {error}{hint}")
@@ -161,6 +195,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     ctx = _common.Context(args, out, stdin=stdin)
     module = COMMANDS[args.verb]
     try:
+        _check_text_arguments(args, sys.argv[1:] if argv is None else argv)
         code = int(module.run(ctx, args))
     except turnback.TurnbackError as error:
         code = _report(out, error)

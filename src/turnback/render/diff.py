@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from turnback.model import BlobId, FileState
+from turnback.render.terminal import quote
 
 CONTEXT = 3
 MAX_DIFF_BYTES = 8 << 20
@@ -180,9 +181,10 @@ def diff_states(before: FileState | None, after: FileState | None, load: Callabl
 
 
 def file_headers(path: str, *, old_exists: bool, new_exists: bool) -> list[str]:
+    """``--- a/PATH`` and ``+++ b/PATH``, the name quoted as git quotes it when it holds a control character."""
     return [
-        f"--- a/{path}" if old_exists else "--- /dev/null",
-        f"+++ b/{path}" if new_exists else "+++ /dev/null",
+        f"--- {quote('a/' + path)}" if old_exists else "--- /dev/null",
+        f"+++ {quote('b/' + path)}" if new_exists else "+++ /dev/null",
     ]
 
 

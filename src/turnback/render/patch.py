@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from turnback.render.diff import diff_bytes, is_binary
+from turnback.render.terminal import octal
 
 MODE_FILE = 0o100644
 MODE_EXECUTABLE = 0o100755
@@ -42,18 +43,6 @@ BINARY_LINE_BYTES = 52
 # git deflates binary patches at its default core.compression, Z_BEST_SPEED; any
 # level applies, the same one keeps our output equal to git's for the same content.
 ZLIB_LEVEL = 1
-
-_ESCAPES = {
-    0x07: "\\a",
-    0x08: "\\b",
-    0x09: "\\t",
-    0x0A: "\\n",
-    0x0B: "\\v",
-    0x0C: "\\f",
-    0x0D: "\\r",
-    0x22: '\\"',
-    0x5C: "\\\\",
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,12 +104,7 @@ def quote_path(prefix: str, path: str) -> str:
         return raw.decode("ascii")
     out = ['"']
     for byte in raw:
-        if byte in _ESCAPES:
-            out.append(_ESCAPES[byte])
-        elif _needs_quote(byte):
-            out.append(f"\\{byte:03o}")
-        else:
-            out.append(chr(byte))
+        out.append(octal(byte) if _needs_quote(byte) else chr(byte))
     out.append('"')
     return "".join(out)
 

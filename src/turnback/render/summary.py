@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from turnback.globs import glob_matches
 from turnback.model import BlobId, Call, Change, ChangeKind, FileState, Turn, change_kind
 from turnback.render.diff import diff_states
+from turnback.render.terminal import quote, shell_line
 
 BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -152,11 +152,17 @@ def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, 
 
 
 def display_path(path: str, home: str | None = None) -> str:
-    """A project path as is; an outside (absolute) path with the home folder as ``~``."""
+    """A project path as is; an outside (absolute) path with the home folder as ``~``; quoted as
+    :func:`turnback.render.terminal.quote` quotes it."""
     home = home if home is not None else os.path.expanduser("~")
     if home and home != "/" and (path == home or path.startswith(home.rstrip("/") + "/")):
-        return "~" + path[len(home.rstrip("/")) :]
-    return path
+        return quote("~" + path[len(home.rstrip("/")) :])
+    return quote(path)
+
+
+def shown_path(path: str, *, outside: bool) -> str:
+    """A recorded path as a line shows it: quoted, and an outside one with the home folder as ``~``."""
+    return display_path(path) if outside else quote(path)
 
 
 LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
@@ -171,7 +177,7 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
     files.sort(key=lambda c: (LINE_ORDER[c.kind], c.path))
     items = []
     for change in files[:shown]:
-        text = f"{LINE_WORD[change.kind]} {display_path(change.path) if change.outside else change.path}"
+        text = f"{LINE_WORD[change.kind]} {shown_path(change.path, outside=change.outside)}"
         if change.not_covered or change.evicted:
             text += " (not covered)"
         elif (
@@ -199,7 +205,7 @@ _VERBS = {
 def describe_changes(changes: Sequence[NetChange]) -> str:
     """``change a.txt and add notes.md`` for a turn without a message."""
     items = [
-        f"{_VERBS[change.kind]} {display_path(change.path) if change.outside else change.path}"
+        f"{_VERBS[change.kind]} {shown_path(change.path, outside=change.outside)}"
         for change in changes
         if change.after.kind != "dir"
     ]
@@ -216,7 +222,7 @@ def turn_title(turn: Turn, load: Callable[[BlobId], bytes]) -> str:
     """The first line of the turn's message, else a description of what it changed."""
     if turn.message and turn.message.strip():
         first_line = turn.message.strip().splitlines()[0]
-        return first_line if len(first_line) <= 72 else first_line[:71] + "…"
+        return quote(first_line if len(first_line) <= 72 else first_line[:71] + "…")
     return describe_changes(net_changes(turn.calls, load))
 
 
@@ -231,7 +237,7 @@ def _command_words(raw: str | None) -> list[str]:
 def call_title(call: Call) -> str:
     """``edit src/a.py``, ``move a.txt -> b.txt``, ``exec make test``: the tool and what it acted on."""
     if call.kind in ("command", "job"):
-        text = shlex.join(_command_words(call.input))
+        text = shell_line(_command_words(call.input))
         text = text if len(text) <= 60 else text[:59] + "…"
         return f"{'job' if call.kind == 'job' else 'exec'} {text}"
     files = [
@@ -239,11 +245,11 @@ def call_title(call: Call) -> str:
     ]
     paths = [c.path for c in files] or [c.path for c in call.changes]
     if call.tool == "move" and len(files) >= 2:
-        return f"move {files[-2].path} -> {files[-1].path}"
+        return f"move {quote(files[-2].path)} -> {quote(files[-1].path)}"
     if not paths:
-        return call.tool
-    shown = ", ".join(paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
-    return f"{call.tool} {shown}"
+        return quote(call.tool)
+    shown = ", ".join(quote(path) for path in paths[:3]) + (f" (+{len(paths) - 3} more)" if len(paths) > 3 else "")
+    return f"{quote(call.tool)} {shown}"
 
 
 __all__ = [
@@ -257,6 +263,7 @@ __all__ = [
     "display_path",
     "group_of",
     "net_changes",
+    "shown_path",
     "summary_line",
     "turn_title",
 ]

@@ -10,7 +10,8 @@ from collections.abc import Callable, Collection, Sequence
 
 from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
-from turnback.render.summary import call_title, display_path, net_changes
+from turnback.render.summary import call_title, net_changes, shown_path
+from turnback.render.terminal import quote
 
 Load = Callable[[BlobId], bytes]
 
@@ -21,7 +22,7 @@ def _describe(state: FileState | None) -> str:
     if state is None:
         return "unknown"
     if state.kind == "symlink":
-        return f"a link to {state.target}"
+        return f"a link to {quote(state.target or '')}"
     return state.describe()
 
 
@@ -32,7 +33,7 @@ def change_block(path: str, before: FileState | None, after: FileState | None, l
     if any(state is not None and state.kind == "dir" for state in (before, after)):
         return []
     if any(state is not None and state.kind in ("symlink", "special") for state in (before, after)):
-        return [f"{path}: {_describe(before)} -> {_describe(after)}"]
+        return [f"{quote(path)}: {_describe(before)} -> {_describe(after)}"]
     diff = diff_states(before, after, load)
     if diff.binary:
         return [diff.binary_line]
@@ -53,35 +54,44 @@ def change_label(change: Change, diff: FileDiff | None) -> str:
     if diff is not None and not diff.binary and (diff.added or diff.removed):
         counts = f" +{diff.added} -{diff.removed}"
     folder = "/" if (change.after is not None and change.after.kind == "dir") or change.before.kind == "dir" else ""
-    return f"{change.kind} {change.path}{folder}{counts}"
+    return f"{change.kind} {quote(change.path)}{folder}{counts}"
 
 
 IGNORED = "ignored by .gitignore: contents not shown"
 
 
 def call_lines(
-    call: Call, turn_number: int | None, load: Load, limit: int, *, hidden: Collection[str] = ()
+    call: Call,
+    turn_number: int | None,
+    load: Load,
+    limit: int,
+    *,
+    hidden: Collection[str] = (),
+    hide_error: bool = False,
 ) -> list[str]:
-    """``call ID  edit src/a.py  (turn 2)`` and each change's diff; a *hidden* path shows no contents."""
+    """``call ID  edit src/a.py  (turn 2)`` and each change's diff; a *hidden* path shows no contents.
+
+    *hide_error*: the call is about an ignored file, and its error message may quote that file.
+    """
     where = f"  (turn {turn_number})" if turn_number is not None else ""
     lines = [f"call {short_id(call.id)}  {call_title(call)}{where}"]
     if call.cut_short:
         lines.append("this call may be cut short: its completion was never recorded")
     if call.status == "failed":
-        lines.append(f"the call failed: {call.error}")
+        lines.append(f"the call failed ({IGNORED})" if hide_error else f"the call failed: {quote(str(call.error))}")
     if any(change.evicted for change in call.changes):
         lines.append("this change can no longer be reverted: its copy was dropped")
     for change in call.changes:
         if change.reverted:
-            lines.append(f"reverted {change.path}")
+            lines.append(f"reverted {quote(change.path)}")
             continue
         if change.not_covered or change.evicted:
             why = change.not_covered or "its copy was dropped by the size cap"
-            lines.append(f"{change.kind} {change.path} (not covered: {why})")
+            lines.append(f"{change.kind} {quote(change.path)} (not covered: {why})")
             continue
         if change.path in hidden:
             folder = "/" if "dir" in (change.before.kind, change.after.kind if change.after else "") else ""
-            lines.append(f"{change.kind} {change.path}{folder} ({IGNORED})")
+            lines.append(f"{change.kind} {quote(change.path)}{folder} ({IGNORED})")
             continue
         lines.append(change_label(change, diff_states(change.before, change.after, load)))
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
@@ -91,8 +101,8 @@ def call_lines(
 def row_line(row: PlanRow, *, with_result: bool = False) -> str:
     action = row.action
     if row.ref is not None and action == "ref":
-        return f"{action:<11} {row.ref.text()}"
-    text = f"{action:<11} {display_path(row.path) if row.outside else row.path}"
+        return f"{action:<11} {quote(row.ref.text())}"
+    text = f"{action:<11} {shown_path(row.path, outside=row.outside)}"
     # What the row leaves there decides the slash; a row that removes something names what it removes.
     shown = row.target if row.target is not None and row.target.exists else row.expect
     if shown is not None and shown.kind == "dir":
@@ -116,13 +126,13 @@ def plan_lines(plan: Plan, load: Load, *, diff_limit: int, hidden: Collection[st
         lines.extend(row_line(row) for row in rest)
     for row in plan.rows:
         for warning in row.warnings:
-            lines.append(f"warning: {row.path}: {warning}")
+            lines.append(f"warning: {quote(row.path)}: {warning}")
     if plan.kind == "revert":
         for row in plan.rows:
             if row.conflict and row.path not in hidden:
                 block = change_block(row.path, row.expect, row.target, load, diff_limit)
                 if block:
-                    lines.append(f"{row.path}: from what it holds now back to what it held before the call:")
+                    lines.append(f"{quote(row.path)}: from what it holds now back to what it held before the call:")
                     lines.extend(block)
     if any(row.action == "ref" for row in plan.rows):
         lines.append(GIT_INDEX_LINE)
@@ -146,7 +156,7 @@ def result_lines(result: OpResult) -> list[str]:
     if restored:
         parts.append(f"{_count(restored, 'file')} restored")
     if trashed:
-        parts.append(f"{_count(trashed, 'file')} moved to {result.trash_dir}/")
+        parts.append(f"{_count(trashed, 'file')} moved to {quote(result.trash_dir or '')}/")
     if folders:
         parts.append(f"{_count(folders, 'folder')} removed")
     if refs:
@@ -162,7 +172,7 @@ def result_lines(result: OpResult) -> list[str]:
     if parts:
         line = f"{verb}: " + ", ".join(parts)
         if result.trash_dir and not trashed:
-            line += f"; what was replaced is in {result.trash_dir}/"
+            line += f"; what was replaced is in {quote(result.trash_dir)}/"
         lines.append(line)
     elif plan.kind == "resend":
         lines.append("no file was reverted")
@@ -174,7 +184,7 @@ def result_lines(result: OpResult) -> list[str]:
             label = (
                 "failed" if row.status == "failed" else ("not covered" if row.action == "not covered" else "skipped")
             )
-            shown = display_path(row.path) if row.outside else row.path
+            shown = shown_path(row.path, outside=row.outside)
             lines.append(f"{label:<11} {shown} ({row.note or row.reason})")
     return lines
 
@@ -226,7 +236,7 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
         if change.after.kind == "dir" or change.before.kind == "dir":
             continue
         counts = "" if change.binary or change.kind == "mode" else f" +{change.added} -{change.removed}"
-        shown = display_path(change.path) if change.outside else change.path
+        shown = shown_path(change.path, outside=change.outside)
         if change.not_covered:
             counts = f" (not covered: {change.not_covered}; it cannot be undone)"
         lines.append(f"    {change.kind} {shown}{counts}")
@@ -267,7 +277,7 @@ def log_lines(
                     del lanes[extra]
         graph = "".join("* " if i == column else "| " for i in range(len(lanes)))
         marks = _turn_marks(turn, head=head, active=active, resent=resent)
-        message = (turn.message or "").strip().splitlines()[0] if (turn.message or "").strip() else ""
+        message = quote((turn.message or "").strip().splitlines()[0]) if (turn.message or "").strip() else ""
         mark_text = f"  [{', '.join(marks)}]" if marks else ""
         lines.append(f"{graph}turn {turn.number}  {short_id(turn.id)}  {message}{mark_text}".rstrip())
         lanes[column] = turn.parent

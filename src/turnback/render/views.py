@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from turnback.model import BlobId, FileState
 from turnback.render.patch import PatchFile, git_patch
 from turnback.render.summary import CODE_GROUP, LINE_ORDER, LINE_WORD, NetChange, display_path, group_of
+from turnback.render.terminal import escape_line, quote
 from turnback.render.text import IGNORED
 
 Load = Callable[[BlobId], bytes]
@@ -59,11 +60,11 @@ def left_out_lines(changes: Sequence[NetChange], ignored: set[str]) -> list[str]
     for change in _files(changes):
         word = _WORD[change.kind]
         if change.path in ignored:
-            lines.append(f"{word} {change.path} ({IGNORED})")
+            lines.append(f"{word} {quote(change.path)} ({IGNORED})")
         elif change.outside:
             lines.append(f"{word} {display_path(change.path)} (outside the project)")
         elif change.not_covered:
-            lines.append(f"{word} {change.path} (not covered: {change.not_covered})")
+            lines.append(f"{word} {quote(change.path)} (not covered: {change.not_covered})")
     return lines
 
 
@@ -93,10 +94,10 @@ def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Se
     lines = [f"{name:<{name_width}}{plus:<{plus_width}}{minus}".rstrip() for name, plus, minus in rows]
     lines.append("")
     word_width = max(len(_WORD[c.kind]) for c in files) + 1
-    path_width = max(len(c.path) for c in files) + 2
+    path_width = max(len(quote(c.path)) for c in files) + 2
     for change in sorted(files, key=lambda c: (LINE_ORDER[c.kind], c.path)):
         counts = _counts(change.added, change.removed, binary=change.binary)
-        lines.append(f"{_WORD[change.kind]:<{word_width}}{change.path:<{path_width}}{counts}".rstrip())
+        lines.append(f"{_WORD[change.kind]:<{word_width}}{quote(change.path):<{path_width}}{counts}".rstrip())
     lines.append(f"{len(files)} file{'s' if len(files) != 1 else ''} changed, +{added} -{removed}")
     return lines
 
@@ -136,9 +137,12 @@ _RESET = "\033[0m"
 
 
 def colorize(lines: Sequence[str]) -> list[str]:
-    """Colour a patch for a terminal: additions green, removals red, hunk headers cyan, file headers bold."""
+    """Colour a patch for a terminal: additions green, removals red, hunk headers cyan, file headers bold.
+
+    The patch's own control characters (file content) are escaped first, so only these colours reach the terminal.
+    """
     out = []
-    for line in lines:
+    for line in map(escape_line, lines):
         if line.startswith(("+++", "---", "diff --git")):
             out.append(_COLORS["d"] + line + _RESET)
         elif line[:1] in _COLORS and line[:1] != "d":

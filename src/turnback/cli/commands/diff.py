@@ -43,7 +43,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         if out.json_mode:
             pass
         elif _common.wants_color(out):
-            out.lines(views.colorize(patch.splitlines()))
+            out.styled(views.colorize(patch.split("\n")[:-1]))  # lines end at \n only, as in the patch
             out.lines(left_out)
         else:
             out.flush()

@@ -22,6 +22,7 @@ from turnback import short_id
 from turnback.cli import _common
 from turnback.engine import CommandNotStarted
 from turnback.render import data
+from turnback.render.terminal import quote
 
 EXIT_TURNBACK_FAILED = 125
 EXIT_CANNOT_RUN = 126
@@ -59,7 +60,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             if call.status == "failed":
                 out.note(f"turnback: the job did not start: {call.error}")
                 return EXIT_TURNBACK_FAILED
-            out.line(f"job {short_id(call.id)} started (pid {call.pid}): {' '.join(argv)}")
+            out.line(f"job {short_id(call.id)} started (pid {call.pid}): {' '.join(map(quote, argv))}")
             out.json({"job": {"id": call.id, "pid": call.pid}})
             return 0
         stdout = sys.stderr.buffer if out.json_mode else None

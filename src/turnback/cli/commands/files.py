@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from turnback.cli import _common
+from turnback.render.terminal import quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -15,7 +16,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     files = ctx.engine.files(ctx.session().id)
-    width = max((len(path) for path, _ in files), default=0) + 2
-    ctx.out.lines([f"{path:<{width}}{state}" for path, state in files] or ["no files changed"])
+    width = max((len(quote(path)) for path, _ in files), default=0) + 2
+    ctx.out.lines([f"{quote(path):<{width}}{state}" for path, state in files] or ["no files changed"])
     ctx.out.json({"files": [{"path": path, "state": state} for path, state in files]})
     return 0

@@ -9,6 +9,7 @@ import json
 from turnback import short_id
 from turnback.cli import _common
 from turnback.render import data
+from turnback.render.terminal import quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -21,7 +22,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def _command(raw: str | None) -> str:
     try:
-        return " ".join(json.loads(raw or "{}").get("command") or [])
+        return " ".join(quote(str(word)) for word in json.loads(raw or "{}").get("command") or [])
     except ValueError:
         return ""
 
@@ -40,7 +41,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         if call.status == "running":
             state = f"running (pid {call.pid})"
         elif call.status == "failed":
-            state = f"failed: {call.error}"
+            state = f"failed: {quote(str(call.error))}"
         else:
             state = f"ended (exit {call.exit_code})" if call.exit_code is not None else "ended"
         mine = "" if call.session_id == session.id else "  (another session)"

@@ -16,6 +16,7 @@ import argparse
 
 from turnback.cli import _common
 from turnback.render import data, text
+from turnback.render.terminal import quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -38,10 +39,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
     plan = engine.plan_resend(ctx.session().id, args.turn, mode=args.mode or "revert")
     files = engine.resend_files(plan)
-    width = max((len(f.path) for f in files), default=0) + 2
+    width = max((len(quote(f.path)) for f in files), default=0) + 2
     for item in files:
         calls = f"{item.calls} call{'s' if item.calls != 1 else ''}"
-        out.line(f"{item.path:<{width}}{calls:<10}+{item.added} -{item.removed}")
+        out.line(f"{quote(item.path):<{width}}{calls:<10}+{item.added} -{item.removed}")
     if not files:
         out.line("the calls changed no file this session can still revert")
     files_data = [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]

@@ -8,6 +8,7 @@ import datetime
 from turnback import short_id
 from turnback.cli import _common
 from turnback.render import data
+from turnback.render.terminal import quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -24,8 +25,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         turns = engine.log(session.id)
         active = datetime.datetime.fromtimestamp(session.active_at / 1e9).strftime("%Y-%m-%d %H:%M")
         marks = "  (incognito)" if session.incognito else ""
-        title = f"  {session.title}" if session.title else ""
-        ctx.out.line(f"{short_id(session.id)}  {active}  {len(turns):>3} turns  {project.root}{title}{marks}")
+        title = f"  {quote(session.title)}" if session.title else ""
+        ctx.out.line(f"{short_id(session.id)}  {active}  {len(turns):>3} turns  {quote(project.root)}{title}{marks}")
         item = data.session_data(session, project)
         item["turns"] = len(turns)
         items.append(item)

@@ -15,18 +15,19 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     parser.add_argument("--input", action="store_true", help="show the call's raw arguments instead")
 
 
-def _pretty(raw: str) -> str:
+def _pretty(raw: str) -> list[str]:
+    """JSON arguments indented, a line per field; anything else as one line (its newlines escaped)."""
     try:
-        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False)
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False).split("\n")
     except ValueError:
-        return raw
+        return [raw]
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     call = ctx.engine.call(args.call)
     if args.input:
         raw = ctx.engine.call_input(call)
-        ctx.out.line(_pretty(raw) if raw is not None else f"({ctx.engine.missing_input_reason(call)})")
+        ctx.out.lines(_pretty(raw) if raw is not None else [f"({ctx.engine.missing_input_reason(call)})"])
         ctx.out.json({"call": {**data.call_data(call), "input": raw}})
         return 0
     return _common.show_call(ctx, call)
