@@ -527,7 +527,10 @@ class Engine:
         """Replace *old* by *new* in *path*: it must occur once, or every time with *replace_all*."""
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
-        return self.store.call(tools.record_edit(target, where, old, new, replace_all=replace_all))
+        max_file_mib = self.config_for(target.project).max_file_mib
+        return self.store.call(
+            tools.record_edit(target, where, old, new, max_file_mib=max_file_mib, replace_all=replace_all)
+        )
 
     def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)
