@@ -111,8 +111,11 @@ class _Applier:
         """
         name = RelPath(row.trash_name or row.path)
         tree, path = self._where(row)
+        held = os.fstat(displaced.fd)
         try:
-            displaced.linked = tree.link_into(path, self.trash, name, os.fstat(displaced.fd))
+            # The trash never keeps a setuid, setgid or sticky bit: such a file is copied without them.
+            special = held.st_mode & 0o7777 & ~PERMISSION_BITS
+            displaced.linked = not special and tree.link_into(path, self.trash, name, held)
         except UnsafePathError as exc:
             if "was replaced" in str(exc):
                 raise _Changed from exc
