@@ -573,7 +573,10 @@ class Engine:
         target = self._target(session_id)
         where = self._writable(session_id, self.locate(target.project, path, cwd))
         (where,) = self.keepable(target, [where], uncovered)
-        return self.store.call(tools.record_edit(target, where, old, new, replace_all=replace_all))
+        max_file_mib = self.config_for(target.project).max_file_mib
+        return self.store.call(
+            tools.record_edit(target, where, old, new, max_file_mib=max_file_mib, replace_all=replace_all)
+        )
 
     def delete(self, session_id: SessionId, path: str, *, cwd: str | None = None, uncovered: bool = False) -> Call:
         target = self._target(session_id)
@@ -632,6 +635,8 @@ class Engine:
             if needed + size <= max_mib << 20:
                 needed += size
                 continue
+            if size <= max_mib << 20 and self._already_kept(wheres[index]):
+                continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
             beside = f"; the running turn keeps {human_size(kept)} already" if kept else ""
             refused[index] = f"{human_size(size)}, over store.max_mib ({max_mib} MiB){beside}"
         if not refused:
@@ -639,6 +644,17 @@ class Engine:
         if not uncovered:
             raise UncoveredError(tuple((wheres[i].recorded, reason) for i, reason in sorted(refused.items())))
         return [where._replace(uncovered=refused[i]) if i in refused else where for i, where in enumerate(wheres)]
+
+    def _already_kept(self, where: tools.Location) -> bool:
+        """Whether the store holds what *where* holds now (its copy is content-addressed): read and hashed only
+        when the cap would refuse it otherwise."""
+        from turnback.capture.states import probe_state
+
+        try:
+            state = probe_state(where.tree, where.rel, self.store)
+        except (OSError, UnsafePathError):
+            return False
+        return state.blob is not None and self.store.blobs.has(state.blob)
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
         target = self._target(session_id)

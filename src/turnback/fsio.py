@@ -26,7 +26,7 @@ import errno
 import os
 import signal
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
 from turnback.errors import UnsafePathError
@@ -40,6 +40,9 @@ _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOE
 TEMP_PREFIX = ".turnback-"
 TEMP_SUFFIX = ".tmp"
 READ_CHUNK = 1 << 20
+# A hard link cannot be made: another file system, links not supported there, or not allowed
+# (fs.protected_hardlinks refuses a link to a file of another user).
+_NO_LINK_ERRNOS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
 
 
 def _fault_kill_after(name: str = "TURNBACK_FAULT_KILL_AFTER") -> int | None:
@@ -318,17 +321,36 @@ class Tree:
             while chunk := os.read(fd, size):
                 yield chunk
 
+    @staticmethod
+    def iter_open_chunks(fd: int, size: int = READ_CHUNK) -> Iterator[bytes]:
+        """The whole content of the file open as *fd*, from its start, whatever the fd's offset."""
+        offset = 0
+        while chunk := os.pread(fd, size, offset):
+            offset += len(chunk)
+            yield chunk
+
     def read_bytes(self, path: RelPath) -> bytes:
         return b"".join(self.iter_chunks(path))
 
     # -- writing -----------------------------------------------------------------------------
 
-    def write_atomic(self, path: RelPath, chunks: Iterable[bytes], mode: int, *, create_parents: bool = False) -> None:
+    def write_atomic(
+        self,
+        path: RelPath,
+        chunks: Iterable[bytes],
+        mode: int,
+        *,
+        create_parents: bool = False,
+        before_replace: Callable[[], None] | None = None,
+    ) -> None:
         """Replace *path* with a regular file holding *chunks*: temp, fsync, rename, fsync folder.
 
         The rename replaces whatever entry is at *path* (a link is replaced,
         never written through), and a hard link's other names keep the old
         content. *mode* is applied with ``fchmod`` on the temp file.
+        *before_replace* runs once the temp file is durable, just before the
+        rename (an undo moves the displaced file to the trash then); if it
+        raises, nothing is renamed and the temp file is removed.
         """
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
@@ -350,6 +372,8 @@ class Tree:
                     STEPS.fsync(fd)
                 finally:
                     os.close(fd)
+                if before_replace is not None:
+                    before_replace()
                 os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -357,6 +381,46 @@ class Tree:
                 raise
             _fsync_dir(parent)
             STEPS.done()
+
+    def link_into(self, path: RelPath, other: Tree, dest: RelPath, same_as: os.stat_result) -> bool:
+        """Give the file at *path* a second name, *dest* in *other*: link to a temp name, rename, fsync folder.
+
+        The file itself is kept, not a copy, so whatever is written to it up to
+        the moment its name here is replaced stays in it. *same_as* is an
+        ``fstat`` of the file the caller holds open; a different file now at
+        *path* is refused. False when no link can be made (another file
+        system, hard links not allowed there): the caller copies instead.
+        """
+        with self.parent_fd(path) as src_parent, other.parent_fd(dest, create=True) as dst_parent:
+            if src_parent is None:
+                raise FileNotFoundError(path)
+            if dst_parent is None:
+                raise UnsafePathError(f"the folder of {dest} does not exist")
+            _, name = split_rel_path(path)
+            _, dest_name = split_rel_path(dest)
+            with contextlib.suppress(FileNotFoundError):
+                there = os.stat(dest_name, dir_fd=dst_parent, follow_symlinks=False)
+                if (there.st_dev, there.st_ino) == (same_as.st_dev, same_as.st_ino):
+                    return True  # a run killed after this step already linked it
+            temp = _temp_name()
+            try:
+                os.link(name, temp, src_dir_fd=src_parent, dst_dir_fd=dst_parent, follow_symlinks=False)
+            except OSError as exc:
+                if exc.errno in _NO_LINK_ERRNOS:
+                    return False
+                raise _unsafe(path, exc) from exc
+            try:
+                linked = os.stat(temp, dir_fd=dst_parent, follow_symlinks=False)
+                if (linked.st_dev, linked.st_ino) != (same_as.st_dev, same_as.st_ino):
+                    raise UnsafePathError(f"{path} was replaced while turnback moved it to the trash")
+                os.replace(temp, dest_name, src_dir_fd=dst_parent, dst_dir_fd=dst_parent)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp, dir_fd=dst_parent)
+                raise
+            _fsync_dir(dst_parent)
+            STEPS.done()
+            return True
 
     def symlink_atomic(self, path: RelPath, target: str, *, create_parents: bool = False) -> None:
         """Replace *path* with a symbolic link to *target* (made under a temp name, then renamed)."""

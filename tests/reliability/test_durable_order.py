@@ -3,12 +3,14 @@
 For every row that puts a file in place: its temp file is made in the same
 folder as the file, written, fsynced, renamed over the name, the folder is
 fsynced, and only then is the journal row marked done (and committed). A file
-displaced to the trash is copied there the same way (temp, fsync, rename,
-fsync folder) before the project is touched. A removal (unlink, rmdir) is
-followed by an fsync of its folder before the journal marks it.
+displaced to the trash goes there itself, before the project is touched: a
+hard link under a temp name in its trash folder, renamed to its trash name,
+the folder fsynced (so a write landing on it before the swap is kept). A
+removal (unlink, rmdir) is followed by an fsync of its folder before the
+journal marks it.
 
 The spy wraps the real ``os.open``, ``os.write``, ``os.fsync``, ``os.replace``,
-``os.unlink`` and ``os.rmdir`` (and calls through), plus
+``os.link``, ``os.unlink`` and ``os.rmdir`` (and calls through), plus
 ``Store.set_row_status`` and the store's commit counter, in this process,
 on the real disk.
 """
@@ -29,9 +31,9 @@ from turnback.store.store import Store
 
 
 class Event(NamedTuple):
-    what: str  # write, fsync-file, fsync-dir, replace, unlink, rmdir, mkdir, journal, commit
-    path: str = ""  # the file or folder (a replace: the destination)
-    source: str = ""  # a replace's source
+    what: str  # write, fsync-file, fsync-dir, replace, link, unlink, rmdir, mkdir, journal, commit
+    path: str = ""  # the file or folder (a replace or a link: the destination)
+    source: str = ""  # a replace's or a link's source
     seq: int = -1
     status: str = ""
 
@@ -48,7 +50,7 @@ def _at(name: str, dir_fd: int | None) -> str:
 def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
     events: list[Event] = []
     real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
-    real_unlink, real_rmdir, real_mkdir = os.unlink, os.rmdir, os.mkdir
+    real_unlink, real_rmdir, real_mkdir, real_link = os.unlink, os.rmdir, os.mkdir, os.link
     real_set_row_status = Store.set_row_status
     real_committed = turnback.fsio.STEPS.committed
 
@@ -64,6 +66,17 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
     def replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
         events.append(Event("replace", _at(dst, dst_dir_fd), _at(src, src_dir_fd)))
         real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+
+    def link(
+        src: str,
+        dst: str,
+        *,
+        src_dir_fd: int | None = None,
+        dst_dir_fd: int | None = None,
+        follow_symlinks: bool = True,
+    ) -> None:
+        events.append(Event("link", _at(dst, dst_dir_fd), _at(src, src_dir_fd)))
+        real_link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=follow_symlinks)
 
     def unlink(path: str, *, dir_fd: int | None = None) -> None:
         events.append(Event("unlink", _at(path, dir_fd)))
@@ -89,6 +102,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
         ("write", write),
         ("fsync", fsync),
         ("replace", replace),
+        ("link", link),
         ("unlink", unlink),
         ("rmdir", rmdir),
         ("mkdir", mkdir),
@@ -125,6 +139,21 @@ def _atomic_write(events: list[Event], final: str, start: int) -> tuple[int, int
         renamed:folder_synced
     ]
     return renamed, folder_synced
+
+
+def _linked_into_trash(events: list[Event], final: str, source: str, start: int) -> int:
+    """Check the file at *source* went to the trash as *final* itself: linked to a temp name beside *final*,
+    renamed to it, the folder fsynced. Returns the index of the folder fsync."""
+    renamed = _index(events, start, lambda e: e.what == "replace" and e.path == final)
+    temp = events[renamed].source
+    assert os.path.dirname(temp) == os.path.dirname(final), f"the temp link {temp} is not beside {final}"
+    assert os.path.basename(temp).startswith(turnback.fsio.TEMP_PREFIX)
+    linked = _index(events, start, lambda e: e.what == "link" and e.path == temp)
+    assert linked < renamed and events[linked].source == source, events[linked]
+    assert not any(e.what == "write" and e.path == temp for e in events[start:renamed]), "copied, not linked"
+    synced = _index(events, renamed, lambda e: e.what == "fsync-dir" and e.path == os.path.dirname(final))
+    assert not any(e.what in ("journal", "commit") for e in events[renamed:synced]), events[renamed:synced]
+    return synced
 
 
 def _removal(events: list[Event], what: str, path: str, start: int) -> int:
@@ -173,8 +202,8 @@ def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
     _, synced = _atomic_write(events, f"{root}/docs/guide.md", 0)
     _journaled_after(events, seq["docs/guide.md"], synced)
     checked += 1
-    # A created file: copied to the trash atomically first, then unlinked, the folder fsynced, then journaled.
-    _, trash_synced = _atomic_write(events, f"{trash}/made/deeper/new.txt", 0)
+    # A created file: linked into the trash durably first, then unlinked, the folder fsynced, then journaled.
+    trash_synced = _linked_into_trash(events, f"{trash}/made/deeper/new.txt", f"{root}/made/deeper/new.txt", 0)
     unlinked = _index(events, trash_synced, lambda e: e.what == "unlink" and e.path == f"{root}/made/deeper/new.txt")
     assert unlinked > trash_synced
     synced = _removal(events, "unlink", f"{root}/made/deeper/new.txt", trash_synced)
@@ -186,11 +215,12 @@ def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
     synced_outer = _removal(events, "rmdir", f"{root}/made", synced)
     _journaled_after(events, seq["made"], synced_outer)
     checked += 2
-    # Modified files: the displaced bytes go to the trash atomically, then the earlier bytes are put in place.
+    # Modified files: the earlier bytes are made durable in a temp file, the displaced file is linked into the
+    # trash durably, and only then is the temp file renamed over it.
     for rel in ("src/main.py", "README.md"):
-        _, trash_synced = _atomic_write(events, f"{trash}/{rel}", 0)
-        renamed, synced = _atomic_write(events, f"{root}/{rel}", trash_synced)
-        assert renamed > trash_synced, f"{rel} was replaced before its trash copy was durable"
+        trash_synced = _linked_into_trash(events, f"{trash}/{rel}", f"{root}/{rel}", 0)
+        renamed, synced = _atomic_write(events, f"{root}/{rel}", 0)
+        assert renamed > trash_synced, f"{rel} was replaced before its trash link was durable"
         _journaled_after(events, seq[rel], synced)
         checked += 1
 
@@ -202,5 +232,6 @@ def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
         rows_checked=checked,
         fsyncs=sum(1 for e in events if e.what.startswith("fsync")),
         renames=sum(1 for e in events if e.what == "replace"),
+        trash_links=sum(1 for e in events if e.what == "link"),
         events=len(events),
     )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
-from turnback.errors import TurnbackError, UnsafePathError, UsageError
+from turnback.errors import RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import Tree, current_umask, default_file_mode
 from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
 from turnback.paths import RelPath, parent_paths
@@ -238,8 +238,14 @@ def record_write(
     return _perform(target, tool, shown, prepare)
 
 
-def record_edit(target: CallTarget, where: Location, old: str, new: str, *, replace_all: bool = False) -> CallId:
-    """Replace *old* with *new* in the file: exactly once, or every time with *replace_all*."""
+def record_edit(
+    target: CallTarget, where: Location, old: str, new: str, *, max_file_mib: int, replace_all: bool = False
+) -> CallId:
+    """Replace *old* with *new* in the file: exactly once, or every time with *replace_all*.
+
+    The edit is made in memory, so a file over *max_file_mib* (``snapshot.max_file_mib``) is refused
+    before it is read: memory stays bounded, and no copy is recorded that the store cap would drop.
+    """
     if not old:
         raise UsageError("the old text is empty; give the text to replace")
     if old == new:
@@ -256,7 +262,20 @@ def record_edit(target: CallTarget, where: Location, old: str, new: str, *, repl
             raise UnsafePathError(
                 f"{path} is {entry.kind_name()}; turnback edits only regular files, never through links"
             )
-        data = where.tree.read_bytes(where.rel)
+        limit = max_file_mib << 20
+        too_big = RefusedError(
+            f"{path} is larger than snapshot.max_file_mib ({max_file_mib} MiB); turnback edits a file in memory, "
+            "so nothing was changed: write it whole, or raise the limit with turnback config set snapshot.max_file_mib"
+        )
+        if entry.size > limit:
+            raise too_big
+        chunks, read = [], 0
+        for chunk in where.tree.iter_chunks(where.rel):
+            read += len(chunk)
+            if read > limit:  # it grew since it was looked at: still never more than the limit in memory
+                raise too_big
+            chunks.append(chunk)
+        data = b"".join(chunks)
         old_bytes, new_bytes = old.encode("utf-8"), new.encode("utf-8")
         count = data.count(old_bytes)
         if count == 0:

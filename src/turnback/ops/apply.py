@@ -6,21 +6,33 @@ file is touched. For each pending row, under the session's apply lock:
 1. read what the path holds now; if it already holds the row's target
    (a resumed run that got this far), mark the row done;
 2. if it holds anything but what the plan saw, skip the row;
-3. copy what is there to the operation's trash folder (temp, fsync, rename),
-   checking the copied bytes are the ones the plan saw;
-4. put the target in place atomically, or remove the path;
-5. mark the row done, and its changes reverted, in one short transaction.
+3. write the target to a temp file beside the path and fsync it;
+4. move what is there into the operation's trash folder: the file itself,
+   by a hard link made under a temp name and renamed (fsynced), and check
+   its bytes are the ones the plan saw (else the link goes and the row is
+   skipped);
+5. rename the target over the path (or remove the path);
+6. mark the row done, and its changes reverted, in one short transaction.
+
+Because the trash holds the displaced file itself, not a copy, a write that
+lands on it between the check and the swap (an editor's autosave, a log
+line, through its name or an open descriptor) is in the trash, never lost.
+Where the trash is on another file system than the path, no link can be
+made: the bytes are copied in step 4 and copied again, from the file still
+held open, if they changed by the time of the swap; only a write through a
+descriptor held open after that can then miss the trash.
 
 A run killed anywhere in between is finished by the next run: step 1 makes
-steps 3-4 happen at most once per row, and step 3 writes the same trash
-name again, so each displaced file is in the trash exactly once.
+steps 4-5 happen at most once per row, and step 4 writes the same trash
+name again (a link that is already there is kept), so each displaced file
+is in the trash exactly once.
 """
 
 from __future__ import annotations
 
 import errno
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from turnback.capture import git
 from turnback.capture.states import probe_state
@@ -36,7 +48,26 @@ PLAN_AGAIN = "plan again to see it"
 CHANGED_SINCE_PREVIEW = f"changed since the preview; nothing was done to it ({PLAN_AGAIN})"
 NOT_EMPTY = "the folder is not empty: it holds files the agent did not make; left as it is"
 NO_SUDO = "permission denied; turnback never uses sudo: restore it yourself, e.g. from the trash"
+WRITTEN_DURING = "it was written to as turnback put it back: the trash holds what it held, with those writes"
 REFS_TOGETHER = f"a ref moved between the preview and the undo, so no ref was moved ({PLAN_AGAIN})"
+
+
+class _Changed(Exception):
+    """What a path holds is not what the plan saw, found as it was moved to the trash."""
+
+
+class _Displaced:
+    """The file a row displaces, held open from its check until after the swap."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self.linked = False
+        self.seen: tuple[int, int] | None = None  # its size and mtime when its bytes were checked
+
+
+def _written(st: os.stat_result) -> tuple[int, int]:
+    """What a write to a file changes: its size or its modification time (a link or a rename changes neither)."""
+    return st.st_size, st.st_mtime_ns
 
 
 def trash_folder_name(plan: Plan) -> str:
@@ -64,28 +95,64 @@ class _Applier:
             self._trash = Tree(self.trash_dir)
         return self._trash
 
-    def _to_trash(self, row: PlanRow, current: FileState) -> bool:
-        """Copy what *row.path* holds into the trash; False when it is not what the plan saw."""
-        name = RelPath(row.trash_name or row.path)
-        if current.kind == "symlink":
-            assert current.target is not None
-            self.trash.symlink_atomic(name, current.target, create_parents=True)
-            return True
-        hasher = self.store.crypto.content_hasher()
-        tree, path = self._where(row)
+    def _symlink_to_trash(self, row: PlanRow, current: FileState) -> None:
+        assert current.target is not None
+        self.trash.symlink_atomic(RelPath(row.trash_name or row.path), current.target, create_parents=True)
 
-        def copied() -> Iterator[bytes]:
-            for chunk in tree.iter_chunks(path):
+    def _file_to_trash(self, row: PlanRow, current: FileState, displaced: _Displaced) -> None:
+        """Put the file open as *displaced* (what *row.path* holds) in the trash, checked against what the plan saw.
+
+        The file itself goes in, by a hard link: whatever is written to it (an
+        autosave, a log line) until its name in the project is replaced stays
+        in it, so in the trash. Where no link can be made (the store is on
+        another file system), its bytes are copied, and copied again after the
+        swap if they changed (``_keep_late_writes``). Raises ``_Changed``, with
+        nothing left in the trash, when it is not what the plan saw.
+        """
+        name = RelPath(row.trash_name or row.path)
+        tree, path = self._where(row)
+        held = os.fstat(displaced.fd)
+        try:
+            # The trash never keeps a setuid, setgid or sticky bit: such a file is copied without them.
+            special = held.st_mode & 0o7777 & ~PERMISSION_BITS
+            displaced.linked = not special and tree.link_into(path, self.trash, name, held)
+        except UnsafePathError as exc:
+            if "was replaced" in str(exc):
+                raise _Changed from exc
+            raise
+        displaced.seen = _written(os.fstat(displaced.fd))  # before reading: a write from now on shows after the swap
+        hasher = self.store.crypto.content_hasher()
+
+        def hashed() -> Iterator[bytes]:
+            for chunk in Tree.iter_open_chunks(displaced.fd):
                 hasher.update(chunk)
                 yield chunk
 
-        self.trash.write_atomic(name, copied(), (current.mode or 0o600) & PERMISSION_BITS, create_parents=True)
+        if displaced.linked:
+            for _ in hashed():
+                pass
+        else:
+            self.trash.write_atomic(name, hashed(), (current.mode or 0o600) & PERMISSION_BITS, create_parents=True)
         if hasher.digest() != current.blob:
-            self.trash.unlink(name)
-            return False
-        return True
+            self.trash.unlink(name)  # written to since the plan: the file keeps its bytes, the row is skipped
+            raise _Changed
 
-    def _put_target(self, row: PlanRow, current: FileState) -> None:
+    def _keep_late_writes(self, row: PlanRow, current: FileState, displaced: _Displaced) -> str | None:
+        """After the swap: a note when the displaced file was written to after it was checked.
+
+        A linked file keeps those writes in the trash by itself; a copied one
+        is copied again from the file still held open, so the trash has them.
+        """
+        if displaced.seen is None or _written(os.fstat(displaced.fd)) == displaced.seen:
+            return None
+        if not displaced.linked:
+            name = RelPath(row.trash_name or row.path)
+            mode = (current.mode or 0o600) & PERMISSION_BITS
+            self.trash.write_atomic(name, Tree.iter_open_chunks(displaced.fd), mode, create_parents=True)
+        return WRITTEN_DURING
+
+    def _put_target(self, row: PlanRow, current: FileState, to_trash: Callable[[], None]) -> None:
+        """Put the row's target at its path; *to_trash* moves what is there to the trash, right before it goes."""
         target = row.target
         assert target is not None
         tree, path = self._where(row)
@@ -96,6 +163,7 @@ class _Applier:
             if current.kind == "dir":
                 tree.rmdir(path)
             else:
+                to_trash()
                 tree.unlink(path)
             return
         if current.kind == "dir" and target.kind != "dir":
@@ -103,12 +171,16 @@ class _Applier:
         if target.kind == "file":
             assert target.blob is not None
             mode = (target.mode if target.mode is not None else 0o644) & PERMISSION_BITS
-            tree.write_atomic(path, self.store.blobs.iter_content(target.blob), mode, create_parents=True)
+            content = self.store.blobs.iter_content(target.blob)
+            # The earlier bytes are made durable first, so the displaced file is checked right before the swap.
+            tree.write_atomic(path, content, mode, create_parents=True, before_replace=to_trash)
         elif target.kind == "symlink":
             assert target.target is not None
+            to_trash()
             tree.symlink_atomic(path, target.target, create_parents=True)
         elif target.kind == "dir":
             if current.kind in ("file", "symlink"):
+                to_trash()
                 tree.unlink(path)
             if current.kind != "dir":
                 tree.mkdir(path, target.mode if target.mode is not None else 0o755, create_parents=True)
@@ -140,10 +212,19 @@ class _Applier:
                 return "done", None
             if not current.same_as(row.expect):
                 return "skipped", CHANGED_SINCE_PREVIEW
-            if current.kind in ("file", "symlink") and not self._to_trash(row, current):
-                return "skipped", CHANGED_SINCE_PREVIEW
             self.touched_folders.add((tree, path.rsplit("/", 1)[0] if "/" in path else ""))
-            self._put_target(row, current)
+            late = None
+            if current.kind == "symlink":
+                self._put_target(row, current, lambda: self._symlink_to_trash(row, current))
+            elif current.kind != "file":
+                self._put_target(row, current, lambda: None)  # nothing there, or a folder: nothing to trash
+            else:
+                with tree.open_file(path) as (fd, _):
+                    displaced = _Displaced(fd)
+                    self._put_target(row, current, lambda: self._file_to_trash(row, current, displaced))
+                    late = self._keep_late_writes(row, current, displaced)
+        except _Changed:
+            return "skipped", CHANGED_SINCE_PREVIEW
         except OSError as exc:
             if exc.errno == errno.ENOTEMPTY:
                 return "skipped", NOT_EMPTY
@@ -156,7 +237,7 @@ class _Applier:
             return "skipped", str(exc)
         except BlobCorruptError as exc:
             return "failed", f"{exc}; the file was left as it is"
-        return "done", "; ".join(row.warnings) or None
+        return "done", "; ".join([*row.warnings, *([late] if late else [])]) or None
 
 
 def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note: str | None) -> None:
