@@ -2,7 +2,9 @@
 
 Front ends parse, call one method here, and print; the rules live here and
 in the layers below (capture, ops, store, fsio). The engine never prints
-and reads no environment: the caller passes the store folder and key.
+and reads no environment: the caller passes the store folder and key. What
+it starts for an agent gets ``home.agent_environment()``: none of turnback's
+own settings.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from turnback.capture import calls as tools
 from turnback.capture.calls import CallRecorder, CallTarget
 from turnback.errors import BusyError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
+from turnback.home import agent_environment
 from turnback.model import (
     BlobId,
     Call,
@@ -720,7 +723,9 @@ class Engine:
                 call_id = self.store.create_call(
                     target.turn, "exec", json.dumps({"command": list(argv)}), kind="command"
                 )
-            code = subprocess.run(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False).returncode
+            code = subprocess.run(
+                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False, env=agent_environment()
+            ).returncode
             with self.store.transaction():
                 self.store.finish_call(call_id, "done", exit_code=code)
             return self._command_result(call_id, code)
@@ -736,7 +741,7 @@ class Engine:
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
         try:
-            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr)
+            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, env=agent_environment())
         except OSError as exc:
             with self.store.transaction():
                 self.store.finish_call(call_id, "failed", f"{argv[0]}: {exc.strerror}")
@@ -826,8 +831,15 @@ class Engine:
         sink = open(output, "ab") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
         try:
             try:
+                # This runner was given the store's key to open it; the job's own command gets none of that.
                 proc = subprocess.Popen(
-                    list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, process_group=0
+                    list(argv),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=sink,
+                    process_group=0,
+                    env=agent_environment(),
                 )
             except OSError as exc:
                 with self.store.transaction():
