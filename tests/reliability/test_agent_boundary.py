@@ -1,8 +1,9 @@
 """What turnback hands an agent, and what it vouches for: nothing of the store's, and nothing it cannot see.
 
 - Every command turnback starts for an agent (``exec``, a background job,
-  MCP ``run_command`` in tests/integrations/test_mcp.py) gets none of turnback's own settings: not the store's key, its folder, the
-  keyring, the session or the hook relay's settings.
+  MCP ``run_command`` in tests/integrations/test_mcp.py) gets none of
+  turnback's own settings: not the store's key, its folder, the keyring, the
+  session or the hook relay's settings.
 - The store's folder is never recorded as a change of a command, whether it
   lives inside the project or outside it and is named on the command line.
 - ``covers`` says "covered" only when every path the command can touch is in
