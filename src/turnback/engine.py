@@ -611,7 +611,7 @@ class Engine:
         from turnback.capture import commands
 
         target = self._target(session_id)
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         call_id, _ = commands.start_call(
             target,
             ["sh", "-c", command],
@@ -679,6 +679,21 @@ class Engine:
             skip=frozenset([self._real_home[len(root) :]]) if store_inside else frozenset(),
         )
 
+    def _workdir(self, project: Project, cwd: str | None) -> str:
+        """The real folder a command runs in; a confined engine refuses one outside the project, or in the store.
+
+        Its real path, not the path given: a link inside the project may lead anywhere.
+        """
+        workdir = os.path.realpath(cwd or project.root)
+        if self.confined:
+            store_home = self._real_home
+            if workdir == store_home or workdir.startswith(store_home + os.sep):
+                raise UnsafePathError(f"{cwd} is inside turnback's store, which the agent's tools never touch")
+            root = project.root.rstrip("/")
+            if workdir != root and not workdir.startswith(root + "/"):
+                raise UnsafePathError(f"{cwd} leads outside the allowed folder {project.root}; commands run inside it")
+        return workdir
+
     def _outside_rules(self, project: Project) -> commands.OutsideRules:
         from turnback.capture import commands
 
@@ -717,7 +732,7 @@ class Engine:
         if not argv:
             raise UsageError("give the command to run")
         target = self._target(session_id)
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         if target.incognito:
             with self.store.transaction():
                 call_id = self.store.create_call(
@@ -792,7 +807,7 @@ class Engine:
         target = self._target(session_id)
         if target.incognito:
             raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         call_id, _ = commands.start_call(
             target,
             argv,
@@ -897,7 +912,7 @@ class Engine:
             raise UsageError("give the command to check")
         session = self.store.session(session_id)
         project = self.project_of(session)
-        workdir = os.path.realpath(cwd or project.root)
+        workdir = self._workdir(project, cwd)
         reasons: list[str] = []
         program = os.path.basename(argv[0])
         words = [w for arg in argv for w in (arg.split() if " " in arg else [arg])]
