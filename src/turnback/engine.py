@@ -901,38 +901,42 @@ class Engine:
     def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
         """Whether an undo can take back everything *argv* may destroy, so a harness may run it without asking.
 
-        No for ``shred`` and ``git clean -x``/``-X``; no when a path the
-        command names (or a path below it) is left out of the snapshots (too
-        large, excluded, unreadable); no for an outside path the mode does not
-        copy, or an outside folder over the copy limits.
+        Yes only when every path the command can touch is in what the snapshots hold (see
+        ``capture/reach.py``): no for a command turnback cannot see through (an interpreter, ``eval``,
+        ``xargs``, ``find -exec``, a shell expansion, a program it does not know), ``shred`` and
+        ``git clean -x``; no for ``/``, a device, the store, the home folder itself; no when a path it
+        touches (or one below it) is left out of the snapshots (too large, excluded, unreadable); no for
+        an outside path that is not copied before the command (the mode, the copy limits, or a path the
+        command line does not name: a link's target, a pattern's folder).
         """
-        from turnback.capture import commands
+        from turnback.capture import commands, reach
 
         if not argv:
             raise UsageError("give the command to check")
         session = self.store.session(session_id)
         project = self.project_of(session)
         workdir = self._workdir(project, cwd)
-        reasons: list[str] = []
-        program = os.path.basename(argv[0])
-        words = [w for arg in argv for w in (arg.split() if " " in arg else [arg])]
-        if program == "shred" or "shred" in words:
-            reasons.append("shred destroys file contents on purpose")
-        if "git" in words and "clean" in words:
-            flags = [w for w in words if w.startswith("-") and not w.startswith("--")]
-            if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
-                reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
+        touched = reach.command_reach(argv, workdir)
+        reasons = list(touched.reasons)
         # Scan now (cheap: the stat cache reads only what changed), so the answer is about the tree as it is.
         snapshot = commands.scan_project(self.store, project, self._scan_rules(project)).snapshot
         outside = self._outside_rules(project)
-        for path in commands.named_paths(argv, workdir):
-            if commands.is_inside(path, project.root):
+        copied = set(commands.named_outside_paths(argv, workdir, project.root, self._real_home))
+        for path in touched.paths:
+            untouchable = reach.untouchable(path, self._real_home)
+            if untouchable is not None:
+                reasons.append(untouchable)
+            elif commands.is_inside(path, project.root):
                 rel = os.path.relpath(path, project.root)
-                for entry_path, entry in snapshot.items():
-                    if entry.kind == "uncovered" and (
-                        entry_path == rel or entry_path.startswith(rel + "/") or rel == "."
-                    ):
-                        reasons.append(f"{entry_path} is not covered: {entry.reason}")
+                left_out = [
+                    f"{entry_path} is not covered: {entry.reason}"
+                    for entry_path, entry in snapshot.items()
+                    if entry.kind == "uncovered"
+                    and (entry_path == rel or entry_path.startswith(rel + "/") or rel == ".")
+                ]
+                reasons += sorted(left_out)  # in path order, not the order the folder happened to list them
+            elif path not in copied:
+                reasons.append(f"{path} is outside the project, and turnback would not copy it before the command")
             else:
                 refusal = commands.outside_copy_refusal(path, outside)
                 if refusal is not None:

@@ -116,3 +116,112 @@ def test_a_store_inside_the_project_named_by_a_command_is_no_change(project: Pat
     home = project / ".turnback"
     sid = new_session(home, project)
     _assert_store_not_recorded(home, project, sid, "ls -R .turnback >/dev/null; echo new > README.md", env={})
+
+
+# -- 3. covers vouches only for what the snapshots hold ----------------------------------------
+
+
+@pytest.fixture
+def covers(home: Path, project: Path, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """``covers(*argv)``: the exit code and the lines of ``turnback covers -- ARGV`` in the project."""
+    sid = new_session(home, project)
+    (project / "a.txt").write_bytes(b"a\n")
+    (project / "src" / "x.py").write_bytes(b"a = 1\n")
+    (tmp_path / "elsewhere").mkdir()
+    (project / "out").symlink_to(tmp_path / "elsewhere" / "target.txt")
+
+    def run(*argv: str, env: dict[str, str] | None = None) -> tuple[int, list[str]]:
+        result = run_cli(home, "covers", "--session", sid, "--", *argv, cwd=project, env=env)
+        assert "Traceback" not in result.err, result.err
+        return result.rc, result.lines
+
+    return run
+
+
+def not_covered(*reasons: str) -> tuple[int, list[str]]:
+    return 1, ["not covered:", *[f"  {reason}" for reason in reasons]]
+
+
+WHOLE = "/ is the whole file system, which no snapshot holds"
+CANNOT_SEE = {
+    ("rm", "-rf", "/"): [WHOLE],
+    ("find", "/", "-delete"): [WHOLE],
+    ("bash", "-c", "rm -rf /"): [WHOLE],
+    ("sh", "-c", "cd / && rm -rf *"): ["cd in a script: turnback does not follow the folder it moves to"],
+    ("dd", "if=/dev/zero", "of=/dev/sda"): ["/dev/sda is a device or a system file, which no snapshot holds"],
+    ("sh", "-c", "rm -rf $HOME"): [
+        "a shell expansion ($…, `…`) in the script: turnback cannot tell which files it names"
+    ],
+    ("bash", "-c", "eval rm a.txt"): ["eval runs code turnback cannot see into"],
+    ("python", "-c", "import shutil; shutil.rmtree('/')"): ["python runs code turnback cannot see into"],
+    ("sh", "-c", "ls | xargs rm"): ["xargs runs code turnback cannot see into"],
+    ("find", ".", "-name", "*.py", "-exec", "rm", "{}", ";"): [
+        "find -exec runs other commands, which turnback cannot see into"
+    ],
+    ("sed", "-i", "s/a/b/w /etc/passwd", "src/x.py"): [
+        "sed: a script that writes files (w) or runs commands (e): turnback cannot tell which files it changes"
+    ],
+    ("make", "clean"): ["make: turnback cannot tell which files it changes"],
+    ("./run.sh",): ["./run.sh is a program turnback cannot see into"],
+}
+
+
+@pytest.mark.parametrize("argv", list(CANNOT_SEE), ids=[" ".join(argv) for argv in CANNOT_SEE])
+def test_covers_refuses_what_it_cannot_see_through(covers, argv: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    assert covers(*argv) == not_covered(*CANNOT_SEE[argv])
+    record("agent-boundary", case="covers refuses", command=" ".join(argv), vouched=0)
+
+
+def test_covers_refuses_the_store_the_home_folder_and_paths_it_does_not_copy(  # type: ignore[no-untyped-def]
+    covers, home: Path, project: Path, tmp_path: Path
+) -> None:
+    store = str(home)
+    assert covers("rm", "-rf", store) == not_covered(f"{store} is turnback's store, which no snapshot holds")
+    assert covers("sh", "-c", f"rm -f {store}/turnback.db") == not_covered(
+        f"{store}/turnback.db is turnback's store, which no snapshot holds"
+    )
+    holder = str(tmp_path)
+    assert covers("rm", "-rf", holder) == not_covered(f"{holder} holds turnback's store, which no snapshot holds")
+    user_home = tmp_path / "userhome"
+    user_home.mkdir()
+    assert covers("rm", "-rf", "~", env={"HOME": str(user_home)}) == not_covered(
+        f"{user_home} is the home folder itself, which turnback does not copy whole"
+    )
+    target = tmp_path / "elsewhere" / "target.txt"  # the link's target: the command line names only the link
+    assert covers("sh", "-c", "echo x > out") == not_covered(
+        f"{target} is outside the project, and turnback would not copy it before the command"
+    )
+    elsewhere = tmp_path / "elsewhere"  # a pattern: the files it matches are not named, so not copied
+    assert covers("sh", "-c", f"rm {elsewhere}/*.log") == not_covered(
+        f"{elsewhere} is outside the project, and turnback would not copy it before the command"
+    )
+
+
+def test_a_store_inside_the_project_is_not_covered(project: Path) -> None:
+    home = project / ".turnback"
+    sid = new_session(home, project)
+    for argv, reason in (
+        (["rm", "-rf", ".turnback"], f"{home} is turnback's store, which no snapshot holds"),
+        (["rm", "-rf", "."], f"{project} holds turnback's store, which no snapshot holds"),
+        (["find", ".", "-delete"], f"{project} holds turnback's store, which no snapshot holds"),
+    ):
+        result = run_cli(home, "covers", "--session", sid, "--", *argv, cwd=project)
+        assert (result.rc, result.lines) == not_covered(reason), argv
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("rm", "a.txt"),
+        ("sed", "-i", "s/a/b/", "src/x.py"),
+        ("rm", "-rf", "src"),
+        ("sh", "-c", "rm -f a.txt 2>/dev/null && echo done > src/log.txt"),
+        ("bash", "-c", "cat > src/new.py <<'EOF'\nprint($HOME)\nEOF\nmv a.txt b.txt"),
+        ("find", ".", "-name", "*.pyc", "-delete"),
+        ("env", "LC_ALL=C", "sed", "-i", "-e", "s/a/b/", "src/x.py"),
+        ("dd", "if=/dev/zero", "of=a.txt", "bs=1", "count=4"),
+    ],
+    ids=lambda argv: " ".join(argv),
+)
+def test_ordinary_commands_in_the_project_stay_covered(covers, argv: tuple[str, ...]) -> None:  # type: ignore[no-untyped-def]
+    assert covers(*argv) == (0, [COVERED])
