@@ -41,6 +41,7 @@ import zstandard
 from turnback.capture import gitindex
 from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
+from turnback.capture.reach import spelled
 from turnback.capture.scan import (
     DICT_SAMPLES,
     Entry,
@@ -345,7 +346,7 @@ def named_paths(argv: Sequence[str], cwd: str) -> list[str]:
                 continue
             parent, name = os.path.split(full)
             if name and os.path.isdir(parent):
-                found.setdefault(os.path.join(os.path.realpath(parent), name))
+                found.setdefault(spelled(full))
     return list(found)
 
 
