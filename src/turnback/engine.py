@@ -2,7 +2,9 @@
 
 Front ends parse, call one method here, and print; the rules live here and
 in the layers below (capture, ops, store, fsio). The engine never prints
-and reads no environment: the caller passes the store folder and key.
+and reads no environment: the caller passes the store folder and key. What
+it starts for an agent gets ``home.agent_environment()``: none of turnback's
+own settings.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from turnback.errors import (
     UsageError,
 )
 from turnback.fsio import ROOT_TREE, Tree
+from turnback.home import agent_environment
 from turnback.model import (
     BlobId,
     Call,
@@ -721,7 +724,7 @@ class Engine:
         from turnback.capture import commands
 
         target = self._target(session_id)
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         call_id, _ = commands.start_call(
             target,
             ["sh", "-c", command],
@@ -789,6 +792,21 @@ class Engine:
             skip=frozenset([self._real_home[len(root) :]]) if store_inside else frozenset(),
         )
 
+    def _workdir(self, project: Project, cwd: str | None) -> str:
+        """The real folder a command runs in; a confined engine refuses one outside the project, or in the store.
+
+        Its real path, not the path given: a link inside the project may lead anywhere.
+        """
+        workdir = os.path.realpath(cwd or project.root)
+        if self.confined:
+            store_home = self._real_home
+            if workdir == store_home or workdir.startswith(store_home + os.sep):
+                raise UnsafePathError(f"{cwd} is inside turnback's store, which the agent's tools never touch")
+            root = project.root.rstrip("/")
+            if workdir != root and not workdir.startswith(root + "/"):
+                raise UnsafePathError(f"{cwd} leads outside the allowed folder {project.root}; commands run inside it")
+        return workdir
+
     def _outside_rules(self, project: Project) -> commands.OutsideRules:
         from turnback.capture import commands
 
@@ -827,13 +845,15 @@ class Engine:
         if not argv:
             raise UsageError("give the command to run")
         target = self._target(session_id)
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         if target.incognito:
             with self.store.transaction():
                 call_id = self.store.create_call(
                     target.turn, "exec", json.dumps({"command": list(argv)}), kind="command"
                 )
-            code = subprocess.run(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False).returncode
+            code = subprocess.run(
+                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False, env=agent_environment()
+            ).returncode
             with self.store.transaction():
                 self.store.finish_call(call_id, "done", exit_code=code)
             return self._command_result(call_id, code)
@@ -849,7 +869,7 @@ class Engine:
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
         try:
-            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr)
+            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, env=agent_environment())
         except OSError as exc:
             with self.store.transaction():
                 self.store.finish_call(call_id, "failed", f"{argv[0]}: {exc.strerror}")
@@ -900,7 +920,7 @@ class Engine:
         target = self._target(session_id)
         if target.incognito:
             raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
-        workdir = os.path.realpath(cwd or target.project.root)
+        workdir = self._workdir(target.project, cwd)
         call_id, _ = commands.start_call(
             target,
             argv,
@@ -939,8 +959,15 @@ class Engine:
         sink = open(output, "ab") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
         try:
             try:
+                # This runner was given the store's key to open it; the job's own command gets none of that.
                 proc = subprocess.Popen(
-                    list(argv), cwd=cwd, stdin=subprocess.DEVNULL, stdout=sink, stderr=sink, process_group=0
+                    list(argv),
+                    cwd=cwd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sink,
+                    stderr=sink,
+                    process_group=0,
+                    env=agent_environment(),
                 )
             except OSError as exc:
                 with self.store.transaction():
@@ -987,38 +1014,42 @@ class Engine:
     def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
         """Whether an undo can take back everything *argv* may destroy, so a harness may run it without asking.
 
-        No for ``shred`` and ``git clean -x``/``-X``; no when a path the
-        command names (or a path below it) is left out of the snapshots (too
-        large, excluded, unreadable); no for an outside path the mode does not
-        copy, or an outside folder over the copy limits.
+        Yes only when every path the command can touch is in what the snapshots hold (see
+        ``capture/reach.py``): no for a command turnback cannot see through (an interpreter, ``eval``,
+        ``xargs``, ``find -exec``, a shell expansion, a program it does not know), ``shred`` and
+        ``git clean -x``; no for ``/``, a device, the store, the home folder itself; no when a path it
+        touches (or one below it) is left out of the snapshots (too large, excluded, unreadable); no for
+        an outside path that is not copied before the command (the mode, the copy limits, or a path the
+        command line does not name: a link's target, a pattern's folder).
         """
-        from turnback.capture import commands
+        from turnback.capture import commands, reach
 
         if not argv:
             raise UsageError("give the command to check")
         session = self.store.session(session_id)
         project = self.project_of(session)
-        workdir = os.path.realpath(cwd or project.root)
-        reasons: list[str] = []
-        program = os.path.basename(argv[0])
-        words = [w for arg in argv for w in (arg.split() if " " in arg else [arg])]
-        if program == "shred" or "shred" in words:
-            reasons.append("shred destroys file contents on purpose")
-        if "git" in words and "clean" in words:
-            flags = [w for w in words if w.startswith("-") and not w.startswith("--")]
-            if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
-                reasons.append("git clean -x removes ignored files, which the snapshots may leave out")
+        workdir = self._workdir(project, cwd)
+        touched = reach.command_reach(argv, workdir)
+        reasons = list(touched.reasons)
         # Scan now (cheap: the stat cache reads only what changed), so the answer is about the tree as it is.
         snapshot = commands.scan_project(self.store, project, self._scan_rules(project)).snapshot
         outside = self._outside_rules(project)
-        for path in commands.named_paths(argv, workdir):
-            if commands.is_inside(path, project.root):
+        copied = set(commands.named_outside_paths(argv, workdir, project.root, self._real_home))
+        for path in touched.paths:
+            untouchable = reach.untouchable(path, self._real_home)
+            if untouchable is not None:
+                reasons.append(untouchable)
+            elif commands.is_inside(path, project.root):
                 rel = os.path.relpath(path, project.root)
-                for entry_path, entry in snapshot.items():
-                    if entry.kind == "uncovered" and (
-                        entry_path == rel or entry_path.startswith(rel + "/") or rel == "."
-                    ):
-                        reasons.append(f"{entry_path} is not covered: {entry.reason}")
+                left_out = [
+                    f"{entry_path} is not covered: {entry.reason}"
+                    for entry_path, entry in snapshot.items()
+                    if entry.kind == "uncovered"
+                    and (entry_path == rel or entry_path.startswith(rel + "/") or rel == ".")
+                ]
+                reasons += sorted(left_out)  # in path order, not the order the folder happened to list them
+            elif path not in copied:
+                reasons.append(f"{path} is outside the project, and turnback would not copy it before the command")
             else:
                 refusal = commands.outside_copy_refusal(path, outside)
                 if refusal is not None:

@@ -13,6 +13,7 @@ ENV_HOME = "TURNBACK_HOME"
 ENV_KEY = "TURNBACK_KEY"
 ENV_SESSION = "TURNBACK_SESSION"
 ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
+SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
 
 
 def default_home() -> str:
@@ -45,9 +46,20 @@ def env_no_color() -> bool:
     return bool(os.environ.get("NO_COLOR"))
 
 
+def agent_environment() -> dict[str, str]:
+    """The environment of a process turnback starts for an agent: this process's, minus every ``TURNBACK_*``.
+
+    Those name the store's folder, its key, the keyring, the session and the
+    hook relay; an agent's command must learn none of them (turnback's own
+    helpers get them, and strip them again when they start the agent's
+    command).
+    """
+    return {name: value for name, value in os.environ.items() if not name.startswith(SETTINGS_PREFIX)}
+
+
 def keyring_allowed() -> bool:
     """Whether the OS keyring may be tried (``TURNBACK_NO_KEYRING=1`` turns it off)."""
     return os.environ.get(ENV_NO_KEYRING, "") in ("", "0")
 
 
-__all__ = ["default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"]
+__all__ = ["agent_environment", "default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"]

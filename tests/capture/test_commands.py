@@ -641,7 +641,16 @@ def left_out(home: Path, project: Path) -> Path:
         (["sh", "-c", "echo x >> ~/.zshrc"], None),
         (["rm", "-r", "src"], None),
         (["shred", "README.md"], ["shred destroys file contents on purpose"]),
-        (["git", "clean", "-fdx"], ["git clean -x removes ignored files, which the snapshots may leave out"]),
+        (
+            ["git", "clean", "-fdx"],  # it removes what is untracked in the folder, each path left out too
+            [
+                "git clean -x removes ignored files, which the snapshots may leave out",
+                "app.log is not covered: excluded by snapshot.exclude (*.log)",
+                "big.bin is not covered: larger than snapshot.max_file_mib (1 MiB)",
+                "cache is not covered: excluded by snapshot.exclude (cache/)",
+                "pipe is not covered: a FIFO, socket or device",
+            ],
+        ),
         (["rm", "big.bin"], ["big.bin is not covered: larger than snapshot.max_file_mib (1 MiB)"]),
         (["sh", "-c", "rm -f app.log"], ["app.log is not covered: excluded by snapshot.exclude (*.log)"]),
         (["rm", "-r", "cache"], ["cache is not covered: excluded by snapshot.exclude (cache/)"]),

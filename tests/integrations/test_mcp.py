@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import select
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -10,7 +13,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from tests.conftest import cli_env, run_cli, tree_state
+from tests.conftest import TEST_KEY, cli_env, run_cli, tree_state
 
 mcp = pytest.importorskip("mcp")
 
@@ -226,3 +229,80 @@ def test_the_diff_of_an_edit_by_absolute_path_names_the_file_in_the_root(
     preview = serve(home, project, tmp_path / "server.err", body)
     assert main_py.read_bytes() == b"import pkg\n\nprint('hi')\n"
     assert preview.splitlines()[:2] == ["--- a/src/main.py", "+++ b/src/main.py"], preview
+
+
+def test_run_command_gets_no_key_store_or_relay_setting(home: Path, project: Path, tmp_path: Path) -> None:
+    async def body(session: ClientSession) -> str:
+        return await ok(session, "run_command", command="env")
+
+    environment = serve(home, project, tmp_path / "server.err", body)
+    names = [line.split("=", 1)[0] for line in environment.splitlines() if "=" in line]
+    assert "PATH" in names, environment
+    assert [name for name in names if name.startswith("TURNBACK_")] == [], environment
+    assert TEST_KEY not in environment and str(home) not in environment, environment
+
+
+def test_run_command_refuses_a_cwd_that_is_a_link_out_of_the_root(home: Path, project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (project / "out").symlink_to(elsewhere)
+    (project / "to-store").symlink_to(home)
+
+    async def body(session: ClientSession) -> tuple[str, str]:
+        await ok(session, "list_directory", path=".")  # the store exists once the server runs
+        out = await refused(session, "run_command", command="touch made-here", cwd="out")
+        store = await refused(session, "run_command", command="touch made-here", cwd="to-store")
+        return out, store
+
+    out, store = serve(home, project, tmp_path / "server.err", body)
+    assert f"leads outside the allowed folder {project}" in out, out
+    assert "turnback's store" in store, store
+    assert list(elsewhere.iterdir()) == [] and not (home / "made-here").exists()
+
+
+def test_a_request_with_a_lone_surrogate_gets_an_error_reply_and_the_server_goes_on(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """Raw JSON-RPC over stdio: ``"\\ud800"`` is valid JSON but no Unicode; the SDK used to drop it unanswered."""
+    server = subprocess.Popen(
+        [sys.executable, "-m", "turnback", "mcp", "--root", str(project)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=(tmp_path / "server.err").open("wb"),
+        env=cli_env(home),
+        cwd=project,
+    )
+    assert server.stdin is not None and server.stdout is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(message).encode() + b"\n")  # json.dumps writes "\ud800" as that escape
+        server.stdin.flush()
+
+    def reply(timeout: float = 20.0) -> dict[str, Any]:
+        assert server.stdout is not None
+        ready, _, _ = select.select([server.stdout], [], [], timeout)
+        assert ready, f"no reply within {timeout} s"
+        answer = json.loads(server.stdout.readline())
+        assert isinstance(answer, dict)
+        return answer
+
+    def call(request_id: int, path: str) -> dict[str, Any]:
+        arguments = {"name": "read_text_file", "arguments": {"path": path}}
+        send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": arguments})
+        return reply()
+
+    try:
+        client = {"name": "raw", "version": "1"}
+        params = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": client}
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+        assert reply()["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answer = call(2, "\ud800")
+        assert answer["id"] == 2 and "result" not in answer, answer
+        assert "not Unicode" in answer["error"]["message"], answer
+        served = call(3, "README.md")
+        assert served["id"] == 3 and served["result"]["content"][0]["text"] == "# project\n\nline two\n", served
+    finally:
+        server.stdin.close()
+        server.wait(20)

@@ -41,6 +41,7 @@ import zstandard
 from turnback.capture import gitindex
 from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
+from turnback.capture.reach import spelled
 from turnback.capture.scan import (
     DICT_SAMPLES,
     Entry,
@@ -345,7 +346,7 @@ def named_paths(argv: Sequence[str], cwd: str) -> list[str]:
                 continue
             parent, name = os.path.split(full)
             if name and os.path.isdir(parent):
-                found.setdefault(os.path.join(os.path.realpath(parent), name))
+                found.setdefault(spelled(full))
     return list(found)
 
 
@@ -353,18 +354,28 @@ def is_inside(path: str, root: str) -> bool:
     return path == root.rstrip("/") or path.startswith(root.rstrip("/") + "/")
 
 
-def named_outside_paths(argv: Sequence[str], cwd: str, project_root: str) -> list[str]:
-    """The paths outside the project that a command line names."""
-    return [path for path in named_paths(argv, cwd) if not is_inside(path, project_root)]
+def store_folder(store: Store) -> str:
+    """The store's folder as the paths a command names are spelled (its real path)."""
+    return os.path.realpath(store.home)
 
 
-def _stamp(path: str) -> tuple[int, int, int, str] | None:
-    """What an outside path that is not copied looks like, to tell later whether it changed."""
+def named_outside_paths(argv: Sequence[str], cwd: str, project_root: str, store_home: str) -> list[str]:
+    """The paths outside the project that a command line names, but never the store's folder or a path in it.
+
+    turnback itself writes the store while the command runs: that is no change of the command's.
+    """
+    return [
+        path for path in named_paths(argv, cwd) if not is_inside(path, project_root) and not is_inside(path, store_home)
+    ]
+
+
+def _stamp(path: str, store_home: str) -> tuple[int, int, int, str] | None:
+    """What an outside path that is not copied looks like, to tell later whether it changed (the store left out)."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
-    below = folder_fingerprint(path) if stat.S_ISDIR(st.st_mode) else ""
+    below = folder_fingerprint(path, leave_out=store_home) if stat.S_ISDIR(st.st_mode) else ""
     return (st.st_size, st.st_mtime_ns, st.st_mode, below)
 
 
@@ -385,7 +396,9 @@ def _too_large_folder(path: str, rules: OutsideRules) -> bool:
 def _scan_outside(store: Store, path: str, rules: OutsideRules) -> Snapshot:
     """One outside path (a file, a link, or a whole folder) as a snapshot keyed by absolute path."""
     parent, name = os.path.split(path)
-    scan_rules = ScanRules(max_file_bytes=rules.home_max_bytes, max_file_mib=rules.home_max_mib)
+    home = store_folder(store)
+    skip = frozenset([os.path.relpath(home, parent)]) if is_inside(home, path) else frozenset()  # a folder holding it
+    scan_rules = ScanRules(max_file_bytes=rules.home_max_bytes, max_file_mib=rules.home_max_mib, skip=skip)
     result = scan_tree(store, parent, scan_rules, None, now_ns=time.time_ns(), only=name)
     return {os.path.join(parent, rel): entry for rel, entry in result.snapshot.items()}
 
@@ -409,7 +422,7 @@ def watch_outside(store: Store, paths: Sequence[str], rules: OutsideRules) -> tu
     for path in paths:
         reason = outside_copy_refusal(path, rules)
         if reason is not None:
-            watches.append(Watch(path, False, reason, _stamp(path)))
+            watches.append(Watch(path, False, reason, _stamp(path, store_folder(store))))
             continue
         outside.update(_scan_outside(store, path, rules))
         watches.append(Watch(path, True, None, None))
@@ -432,7 +445,8 @@ def start_call(
     """Scan the baseline, copy the outside paths the command names, and record a running call."""
     store = target.store
     baseline = scan_project(store, target.project, rules)
-    watches, outside = watch_outside(store, named_outside_paths(argv, cwd, target.project.root), outside_rules)
+    outside_paths = named_outside_paths(argv, cwd, target.project.root, store_folder(store))
+    watches, outside = watch_outside(store, outside_paths, outside_rules)
     before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
     raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
     with store.transaction():
@@ -491,7 +505,7 @@ def finish_call(
             now = _scan_outside(store, watch.path, outside_rules)
             for change in diff_snapshots(inside, now):
                 changes.append((change.path, _state(change.before), _state(change.after), True, _reason(change)))
-        elif _stamp(watch.path) != (tuple(watch.stamp) if watch.stamp else None):
+        elif _stamp(watch.path, store_folder(store)) != (tuple(watch.stamp) if watch.stamp else None):
             changed = FileState("file") if os.path.lexists(watch.path) else ABSENT
             was = FileState("file") if watch.stamp is not None else ABSENT
             changes.append((watch.path, was, changed, True, watch.reason))
@@ -581,6 +595,7 @@ __all__ = [
     "spawn_helper",
     "start_call",
     "stop_process_group",
+    "store_folder",
     "wait_for_process",
     "watch_outside",
 ]

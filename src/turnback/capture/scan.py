@@ -134,14 +134,17 @@ class Entry(NamedTuple):
 Snapshot = dict[str, Entry]
 
 
-def folder_fingerprint(path: str) -> str:
+def folder_fingerprint(path: str, *, leave_out: str | None = None) -> str:
     """A digest of every name, size, mtime and mode below the folder *path* (stat only, links not followed).
 
     It tells whether anything inside a folder turnback does not copy (an
     excluded one, an outside one over the limits) changed, without reading it.
+    *leave_out*: a folder below it that is not looked at (turnback's store, which turnback itself writes).
     """
     digest = hashlib.blake2b(digest_size=16)
     for folder, dirs, files in os.walk(path):
+        if leave_out is not None:
+            dirs[:] = [name for name in dirs if os.path.join(folder, name) != leave_out]
         dirs.sort()
         for name in sorted(files) + dirs:
             try:

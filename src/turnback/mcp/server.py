@@ -27,9 +27,13 @@ import subprocess
 import tempfile
 from typing import Annotated, Any
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from pydantic import Field
+from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
+from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
 import turnback
@@ -344,6 +348,79 @@ def build_server(tools: Tools) -> MCPServer:
     return server
 
 
+def _unreadable_reply(problem: Exception) -> JSONRPCError | None:
+    """The error reply to a message the SDK could not read; ``None`` for a notification (it gets no reply).
+
+    The SDK drops such a message without a word, so a request that held, say, a lone surrogate
+    (``"\\ud800"``, no Unicode character) left its client waiting for ever.
+    """
+    errors = problem.errors() if isinstance(problem, ValidationError) else []
+    given = errors[0].get("input") if errors else None
+    try:
+        message = json.loads(given if isinstance(given, str) else "")  # Python's reader takes lone surrogates
+    except ValueError:
+        return JSONRPCError(
+            jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="the message is not valid JSON")
+        )
+    if not isinstance(message, dict) or "id" not in message:
+        return None
+    request_id = message["id"]
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        request_id = None
+    if any(error.get("type") == "json_invalid" for error in errors):  # JSON to Python, not to the SDK: surrogates
+        reason = "the request holds text that is not Unicode (a lone surrogate such as \\ud800); nothing was done"
+    else:
+        reason = "the request is not a JSON-RPC request this server reads; nothing was done"
+    return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=reason))
+
+
+class _AnsweringReader:
+    """The SDK's read stream, but a message it could not read gets an error reply instead of silence."""
+
+    def __init__(self, inner: Any, replies: Any):
+        self._inner = inner
+        self._replies = replies
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        while True:
+            item = await self._inner.receive()
+            if not isinstance(item, Exception):
+                return item
+            reply = _unreadable_reply(item)
+            if reply is not None:
+                await self._replies.send(SessionMessage(reply))
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _AnsweringReader:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _AnsweringReader:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+async def _run_stdio(server: MCPServer) -> None:
+    """``server.run("stdio")``, with every message answered (see :class:`_AnsweringReader`)."""
+    lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does the same; no public handle exists
+    async with stdio_server() as (read_stream, write_stream):
+        reader = _AnsweringReader(read_stream, write_stream)
+        await lowlevel.run(reader, write_stream, lowlevel.create_initialization_options())
+
+
 def serve(root: str, *, home: str | None = None, title: str | None = None) -> None:
     """Serve the tools for the folder *root* over stdio until the client disconnects."""
     real_root = os.path.realpath(root)
@@ -353,7 +430,7 @@ def serve(root: str, *, home: str | None = None, title: str | None = None) -> No
     try:
         session = engine.new_session(real_root, title=title or "MCP client")
         gap = float(engine.config_value("mcp.turn_gap_s", project_root=real_root))  # type: ignore[arg-type]
-        build_server(Tools(engine, session, real_root, gap)).run("stdio")
+        anyio.run(_run_stdio, build_server(Tools(engine, session, real_root, gap)))
     finally:
         engine.close()
 
