@@ -11,12 +11,19 @@
   unreadable), the user is asked (``permissionDecision: "ask"`` with the
   reason) and the call is recorded as not covered.
 - PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
-  again and record the difference. ``run_in_background``: a job, recorded
-  when the turn stops.
+  again and record the difference, less what changed before the command
+  really started (ctime against the hook's start minus ``duration_ms``: a
+  permission prompt comes between PreToolUse and the run).
+  ``run_in_background``: a job, open past Stop while ``background_tasks``
+  lists it, recorded at its ``<task-notification>`` prompt (not a user turn).
+- PostToolBatch: a call in it with no PostToolUse was denied: it ends with
+  no change.
 - PreCompact: the session is busy (compaction) until the next prompt.
-- Stop: record unfinished commands, end the turn, and show the user (only
-  the user: ``systemMessage``) the summary line when the turn changed files.
-- SessionEnd: end a turn left running.
+- Stop, StopFailure (an API error): record unfinished commands, end the
+  turn, and show the user (only the user: ``systemMessage``) the summary
+  line when the turn changed files.
+- SessionEnd: end a turn left running. An interrupt or a kill sends nothing:
+  the next undo ends that turn (``Engine.settle_turns``).
 
 It never blocks the agent because of its own trouble: any error exits 0 with
 one warning line on stderr, and the traceback goes to ``turnback.log`` in the
@@ -272,9 +279,10 @@ class _Hook:
         except RefusedError:
             return None
         from turnback.errors import StoreError
+        from turnback.ops.busy import harness_command
 
         for call in pending:
-            if call.kind == "job" and _command_of(call) in keep:
+            if call.kind == "job" and harness_command(call) in keep:
                 continue
             note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
             try:
@@ -282,14 +290,6 @@ class _Hook:
             except StoreError:  # a full disk: the turn still ends (the command stays "may be cut short")
                 continue
         return self.engine.end_turn(session.id)[1]
-
-
-def _command_of(call: Any) -> str:
-    try:
-        argv = json.loads(call.input or "{}").get("command") or []
-    except ValueError:
-        return ""
-    return str(argv[-1]) if argv else ""
 
 
 def _task_notification(prompt: str) -> tuple[str, str] | None:

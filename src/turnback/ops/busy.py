@@ -38,12 +38,17 @@ def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
 HARNESS_GRACE_S = 1.0  # a command that just ended: its harness's Post event is on its way
 
 
-def _command_words(call: Call) -> list[bytes]:
+def harness_command(call: Call) -> str:
+    """The command text a harness gave :meth:`~turnback.engine.Engine.begin_command` (``sh -c TEXT``)."""
     try:
         argv = json.loads(call.input or "{}").get("command") or []
     except ValueError:
         argv = []
-    text = str(argv[-1]) if argv else ""
+    return str(argv[-1]) if argv else ""
+
+
+def _command_words(call: Call) -> list[bytes]:
+    text = harness_command(call)
     # The harness's shell holds the command quoted ('\'' for each '): look for its longest unquoted piece.
     pieces = sorted((p.strip() for p in text.split("'")), key=len, reverse=True)
     return [pieces[0].encode()] if pieces and pieces[0] else []
@@ -195,6 +200,7 @@ def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0
 
 
 __all__ = [
+    "harness_command",
     "harness_runs",
     "live_commands",
     "live_running_turns",
