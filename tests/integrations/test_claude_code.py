@@ -12,6 +12,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -676,3 +677,31 @@ def test_replayed_kill_records_what_the_command_wrote_and_undoes_it(home: Path, 
     done = cli(home, project, "undo", "--yes")
     assert done.rc == 0, done
     assert tree_state(project) == start
+
+
+def test_a_user_edit_made_while_a_permission_prompt_waits_is_left_out_of_the_bash_call(
+    home: Path, project: Path
+) -> None:
+    claude = Claude(home, project, session_id="permission-prompt")
+    claude.prompt("make c")
+    tool_input = {"command": "printf 'c\\n' > c.txt", "description": "make c"}
+    use_id = claude.pre("Bash", tool_input)  # before Claude Code asks the user
+    claude.send("PermissionRequest", tool_name="Bash", tool_input=tool_input)
+    with open(project / "README.md", "ab") as readme:  # the user, while the prompt is shown
+        readme.write(b"the user's line\n")
+    users = (project / "README.md").read_bytes()
+    time.sleep(2.2)  # the user answers; the command runs for 10 ms
+    subprocess.run(["sh", "-c", tool_input["command"]], cwd=project, check=True)
+    claude.quiet(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_input=tool_input,
+        tool_use_id=use_id,
+        tool_response={"stdout": "", "stderr": "", "interrupted": False},
+        duration_ms=10,
+    )
+    claude.stop()
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert (project / "README.md").read_bytes() == users, done
+    assert not (project / "c.txt").exists()

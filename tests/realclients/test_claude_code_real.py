@@ -135,9 +135,10 @@ def test_two_turns_of_write_edit_and_bash_are_undone_byte_for_byte(claude: RealC
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 13: turnback now leaves out a change whose ctime is before the command's start (the PostToolUse "
-    "hook's start minus duration_ms), which holds for a user who answers in seconds; here the edit is ~30 ms "
-    "before the command writes, closer than that estimate can tell (an exact window needs a wrapped command)",
+    reason="issue 13: turnback leaves out a change whose ctime is over a second before the command's start (the "
+    "PostToolUse hook's start minus duration_ms), which holds for a user who answers after a second; here the "
+    "edit is ~30 ms before the command writes, closer than that estimate can tell (an exact window needs a "
+    "wrapped command, which makes Claude Code ask for every read-only command: see docs/architecture.md)",
 )
 def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)

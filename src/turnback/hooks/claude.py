@@ -43,7 +43,10 @@ from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, parse,
 HARNESS = "claude-code"
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
 COMPACTION = "compaction (Claude Code is summarising the conversation)"
-START_SLACK_S = 0.05  # how long Claude Code may take from a command's end to starting its PostToolUse hook
+# How long Claude Code may take from a command's end to starting its PostToolUse hook (a few ms when idle; a
+# loaded machine takes longer). A change inside it is kept as the command's: dropping one of the agent's
+# changes would leave it out of every undo, while a user rarely answers a prompt within a second of an edit.
+START_SLACK_S = 1.0
 
 Event = dict[str, Any]
 Output = dict[str, Any] | None
