@@ -48,7 +48,14 @@ from turnback.model import (
     TurnSummary,
     short_id,
 )
-from turnback.ops.busy import live_commands, live_running_turns, orphaned_commands, refuse_if_busy, session_apply_lock
+from turnback.ops.busy import (
+    harness_runs,
+    live_commands,
+    live_running_turns,
+    orphaned_commands,
+    refuse_if_busy,
+    session_apply_lock,
+)
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import process_alive, process_start
 from turnback.store import Store
@@ -739,13 +746,30 @@ class Engine:
                 self.store.set_call_external_id(call_id, self.store.external_id(*external_id))
         return call_id
 
-    def finish_command(self, call_id: CallId, *, exit_code: int | None = None, error: str | None = None) -> Call:
-        """Scan after a command the harness ran, and record what changed since :meth:`begin_command`."""
+    def finish_command(
+        self,
+        call_id: CallId,
+        *,
+        exit_code: int | None = None,
+        error: str | None = None,
+        started_at: float | None = None,
+        ran: bool = True,
+    ) -> Call:
+        """Scan after a command the harness ran, and record what changed since :meth:`begin_command`.
+
+        *started_at* (seconds since the epoch): when the command really started, if the harness tells it; a
+        change whose file's ctime is earlier happened before the command ran (while a permission prompt
+        waited) and is not the command's. *ran* False: the command never ran (denied), so nothing is its.
+        """
         from turnback.capture import commands
 
         call = self.store.call(call_id)
         if call.status != "running":
             return call
+        if not ran:
+            with self.store.transaction():
+                self.store.finish_call(call_id, "failed", error)
+            return self.store.call(call_id)
         project = self.project_of(self.store.session(call.session_id))
         commands.finish_call(
             self.store,
@@ -756,8 +780,37 @@ class Engine:
             self._outside_rules(project),
             exit_code=exit_code,
             error=error,
+            started_ns=int(started_at * 1e9) if started_at is not None else None,
         )
         return self.store.call(call_id)
+
+    def settle_turns(self, session_id: SessionId) -> list[Turn]:
+        """End the session's running turns that nothing runs any more: their holder (the agent) is gone, or a
+        command a harness began (:meth:`begin_command`) is left running and no process of the holder runs it
+        (:func:`~turnback.ops.busy.harness_runs`). Their commands are recorded now; the turns that were ended.
+
+        A harness sends no event when the agent is killed or its call is interrupted, so without this the
+        turn would stay running (and undo refused) until the agent's next event.
+        """
+        settled = []
+        for turn, holder_start in self.store.running_turns(session_id):
+            pending = [
+                call
+                for call in self.store.calls_of_turn(turn.id)
+                if call.kind == "command" and call.status == "running" and call.pid is None
+            ]
+            holder = turn.holder_pid
+            gone = holder is not None and not process_alive(holder, holder_start)
+            if not gone and not (pending and holder is not None and not harness_runs(self.store, pending, holder)):
+                continue
+            for call in pending:
+                note = "the agent was stopped during the command" if gone else "the command was cut short"
+                with contextlib.suppress(StoreError):
+                    self.finish_command(call.id, error=f"{note}: recorded when turnback was next used")
+            with self.store.transaction():
+                self.store.end_turn(turn.id, "interrupted")
+            settled.append(turn)
+        return settled
 
     def unfinished_commands(self, session_id: SessionId) -> list[Call]:
         """Commands a harness began (:meth:`begin_command`) in the running turn and never finished."""
@@ -1259,6 +1312,7 @@ class Engine:
         from turnback.render.summary import turn_title
 
         session = self.store.session(session_id)
+        self.settle_turns(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
@@ -1292,6 +1346,7 @@ class Engine:
 
         call = self.call(call_ref)
         session = self.store.session(call.session_id)
+        self.settle_turns(session.id)
         refuse_if_busy(self.store, session.id)
         interrupted = self._interrupted(session.id)
         if interrupted is not None:
@@ -1346,6 +1401,7 @@ class Engine:
         from turnback.render.summary import turn_title
 
         session = self.store.session(session_id)
+        self.settle_turns(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
@@ -1394,6 +1450,7 @@ class Engine:
         if mode not in ("revert", "anyway", "keep"):
             raise UsageError(f"resend mode {mode!r}: use revert, anyway or keep")
         session = self.store.session(session_id)
+        self.settle_turns(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
@@ -1457,6 +1514,7 @@ class Engine:
         from turnback.ops.plan import plan_redo
 
         session = self.store.session(session_id)
+        self.settle_turns(session_id)
         refuse_if_busy(self.store, session_id)
         interrupted = self._interrupted(session_id)
         if interrupted is not None:

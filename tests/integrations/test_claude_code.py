@@ -12,6 +12,7 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -406,7 +407,7 @@ def test_install_merges_and_uninstall_takes_exactly_its_entries_away(home: Path,
     commands = ours(merged)
     entries = [hook for groups in merged["hooks"].values() for group in groups for hook in group["hooks"]]
     timeouts = [hook.get("timeout") for hook in entries if "turnback" in hook["command"]]
-    assert timeouts == [60] * 8, timeouts  # seconds, on each of its 8 events: the relay's answer comes in 55 s
+    assert timeouts == [60] * 10, timeouts  # seconds, on each of its 10 events: the relay's answer comes in 55 s
     for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact", "Stop", "SessionEnd"):
         assert len(commands.get(event, [])) == 1, (event, commands)
     assert all(command.endswith("hook claude-code") for found in commands.values() for command in found)
@@ -587,3 +588,120 @@ def test_an_ignored_event_does_not_import_the_engine(home: Path, project: Path) 
     )
     assert ran.stderr == b"", ran.stderr
     assert ran.stdout.decode().split() == ["0"]
+
+
+# -- what the real Claude Code 2.1.332 sent (tests/realclients/payloads), replayed ------------------------
+
+PAYLOADS = Path(__file__).resolve().parents[1] / "realclients" / "payloads"
+
+
+def replay(claude: Claude, case: str, effects: dict[int, Callable[[], object]] | None = None) -> list[str]:
+    """Send each recorded event of *case* as Claude Code did, its placeholders made this test's; *effects*
+    runs before the event of that index (the tool's own work, the user's edit). The events' names."""
+    text = (PAYLOADS / f"{case}.json").read_text()
+    text = text.replace("$PROJECT_KEY", "project-key").replace("$PROJECT", str(claude.project))
+    text = text.replace("$HOME", str(claude.project.parent)).replace("$SESSION_1", claude.session_id)
+    names = []
+    for index, event in enumerate(json.loads(text)):
+        if effects and index in effects:
+            effects[index]()
+        claude.raw(json.dumps(event).encode())
+        names.append(str(event["hook_event_name"]))
+    return names
+
+
+def test_replayed_denied_bash_changes_nothing_and_a_later_user_edit_is_not_undone(home: Path, project: Path) -> None:
+    claude = Claude(home, project, session_id="replay-denied")
+
+    def users_edit() -> None:
+        with open(project / "README.md", "ab") as readme:
+            readme.write(b"the user's line\n")
+
+    names = replay(claude, "denied", {3: users_edit})  # after PreToolUse: the user, once the call was denied
+    assert names[2:4] == ["PreToolUse", "PostToolBatch"]
+    after_user = tree_state(project)
+    log = cli(home, project, "log")
+    assert "README.md" not in log.out, log
+    cli(home, project, "undo", "--yes")
+    assert tree_state(project) == after_user
+
+
+def test_replayed_stop_failure_ends_the_turn_so_undo_is_not_refused(home: Path, project: Path) -> None:
+    claude = Claude(home, project, session_id="replay-api-error")
+    start = tree_state(project)
+    names = replay(claude, "api_error", {3: lambda: (project / "a.txt").write_bytes(b"alpha\n")})
+    assert names[-1] == "StopFailure"
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert tree_state(project) == start
+
+
+def test_replayed_background_job_stays_open_past_stop_until_its_notification(home: Path, project: Path) -> None:
+    claude = Claude(home, project, session_id="replay-background")
+    start = tree_state(project)
+    replay(claude, "background_job", {6: lambda: (project / "c.txt").write_bytes(b"bg\n")})  # before the notice
+    log = cli(home, project, "log")
+    assert "new c.txt" in log.out and sum(" turn " in f" {line}" for line in log.lines) == 1, log
+    plain = cli(home, project, "undo", "--yes")
+    assert plain.rc == 1 and "c.txt (background job" in plain.out, plain
+    forced = cli(home, project, "undo", "--yes", "--force")
+    assert forced.rc == 0, forced
+    assert tree_state(project) == start
+
+
+def test_replayed_interrupt_ends_the_turn_at_undo_and_takes_the_cut_short_call_back(home: Path, project: Path) -> None:
+    claude = Claude(home, project, session_id="replay-interrupt")
+    start = tree_state(project)
+    # PreToolUse and nothing after it; Claude Code (here: this test process) lives on, the command is gone.
+    names = replay(claude, "interrupt")
+    assert names[-1] == "PreToolUse"
+    (project / "c.txt").write_bytes(b"c\n")  # what the command wrote before the interrupt ended it
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert tree_state(project) == start
+
+
+# Claude Code is a process that ends after each event, as if killed: its turn's holder is gone.
+SHORT_LIVED = [sys.executable, "-c", "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"]
+
+
+def test_replayed_kill_records_what_the_command_wrote_and_undoes_it(home: Path, project: Path) -> None:
+    claude = Claude(home, project, session_id="replay-kill")
+    start = tree_state(project)
+    text = (PAYLOADS / "kill.json").read_text().replace("$PROJECT_KEY", "key").replace("$PROJECT", str(project))
+    text = text.replace("$HOME", str(project.parent)).replace("$SESSION_1", claude.session_id)
+    for event in json.loads(text):
+        sent = run_cli(home, "hook", "claude-code", stdin=json.dumps(event).encode(), cwd=project, prefix=SHORT_LIVED)
+        assert sent.rc == 0 and sent.err == "", sent
+    (project / "c.txt").write_bytes(b"c\n")  # what the command wrote before Claude Code was killed
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert tree_state(project) == start
+
+
+def test_a_user_edit_made_while_a_permission_prompt_waits_is_left_out_of_the_bash_call(
+    home: Path, project: Path
+) -> None:
+    claude = Claude(home, project, session_id="permission-prompt")
+    claude.prompt("make c")
+    tool_input = {"command": "printf 'c\\n' > c.txt", "description": "make c"}
+    use_id = claude.pre("Bash", tool_input)  # before Claude Code asks the user
+    claude.send("PermissionRequest", tool_name="Bash", tool_input=tool_input)
+    with open(project / "README.md", "ab") as readme:  # the user, while the prompt is shown
+        readme.write(b"the user's line\n")
+    users = (project / "README.md").read_bytes()
+    time.sleep(2.2)  # the user answers; the command runs for 10 ms
+    subprocess.run(["sh", "-c", tool_input["command"]], cwd=project, check=True)
+    claude.quiet(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_input=tool_input,
+        tool_use_id=use_id,
+        tool_response={"stdout": "", "stderr": "", "interrupted": False},
+        duration_ms=10,
+    )
+    claude.stop()
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert (project / "README.md").read_bytes() == users, done
+    assert not (project / "c.txt").exists()

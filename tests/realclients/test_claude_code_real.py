@@ -135,8 +135,10 @@ def test_two_turns_of_write_edit_and_bash_are_undone_byte_for_byte(claude: RealC
 
 @pytest.mark.xfail(
     strict=True,
-    reason="issue 13: PreToolUse comes before the permission prompt, so the Bash scan's 'before' is taken too "
-    "early and the user's edit made while the prompt was pending is taken back by turnback undo",
+    reason="issue 13: turnback leaves out a change whose ctime is over a second before the command's start (the "
+    "PostToolUse hook's start minus duration_ms), which holds for a user who answers after a second; here the "
+    "edit is ~30 ms before the command writes, closer than that estimate can tell (an exact window needs a "
+    "wrapped command, which makes Claude Code ask for every read-only command: see docs/architecture.md)",
 )
 def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
@@ -170,11 +172,6 @@ def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: 
     assert tree_state(project) == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: a denied Bash call gets PreToolUse and no Post event; turnback keeps it open and at Stop "
-    "records the scan's difference as the call's, so a user edit made after the denial is taken back",
-)
 def test_a_denied_call_changes_nothing_and_a_later_user_edit_is_not_undone(claude: RealClaude, project: Path) -> None:
     release = threading.Event()
     claude.api.script[:] = [
@@ -203,11 +200,6 @@ def test_a_denied_call_changes_nothing_and_a_later_user_edit_is_not_undone(claud
     assert tree_state(project) == after_user
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: an interrupted call gets no PostToolUse and no Stop, so the turn stays running while "
-    "Claude Code lives and turnback undo is refused as busy (exit 3)",
-)
 def test_after_an_interrupt_undo_is_not_refused_and_takes_the_call_back(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
     claude.api.script[:] = [
@@ -232,11 +224,6 @@ def test_after_an_interrupt_undo_is_not_refused_and_takes_the_call_back(claude: 
     stream.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: an API error ends the turn with StopFailure, which turnback does not handle, so the turn "
-    "stays running while Claude Code lives and turnback undo is refused as busy (exit 3)",
-)
 def test_after_an_api_error_undo_is_not_refused_and_takes_the_turn_back(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
     claude.api.script[:] = [
@@ -259,12 +246,6 @@ def test_after_an_api_error_undo_is_not_refused_and_takes_the_turn_back(claude: 
     stream.close()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: turnback records a background Bash job when its turn stops (Stop, which lists it in "
-    "background_tasks as running), before the job wrote; what it writes later belongs to no call, so "
-    "turnback undo says nothing to undo and leaves the job's file",
-)
 def test_a_background_bash_job_that_outlives_its_turn_is_taken_back(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
     claude.api.script[:] = [
@@ -292,17 +273,15 @@ def test_a_background_bash_job_that_outlives_its_turn_is_taken_back(claude: Real
     notification = of(events, "UserPromptSubmit")[-1]
     assert "<task-notification>" in notification["prompt"]
 
-    for _ in range(3):  # every turn of the session, the notification's included
-        if undo(claude).rc != 0:
-            break
+    # The job wrote after its turn ended, a window the user's own edits may share: plain undo leaves it and
+    # says so; --force takes it back.
+    plain = undo(claude)
+    assert plain.rc == 1 and "c.txt (background job" in plain.out and "--force" in plain.out, plain
+    forced = undo(claude, "--force")
+    assert forced.rc == 0, forced
     assert tree_state(project) == start
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: Claude Code killed during a Bash call sends no PostToolUse, Stop or SessionEnd; the "
-    "call's after-scan never runs, so turnback undo says nothing to undo and leaves what the command wrote",
-)
 def test_after_a_kill_undo_is_not_refused_and_takes_the_turn_back(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
     claude.api.script[:] = [

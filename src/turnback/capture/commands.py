@@ -484,8 +484,15 @@ def finish_call(
     *,
     exit_code: int | None,
     error: str | None = None,
+    started_ns: int | None = None,
 ) -> None:
-    """Scan after the command, and record the difference from its snapshot as the call's changes."""
+    """Scan after the command, and record the difference from its snapshot as the call's changes.
+
+    *started_ns*: when the command really started, if known (later than its snapshot when the harness asked
+    the user first). A path whose ctime, which no program can set back, is earlier was changed before the
+    command ran: not the command's. A path whose state did not change (rewritten with the same bytes) is no
+    change at all.
+    """
     scanned = scan_project(store, project, rules)
     after = scanned.snapshot
     changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
@@ -498,7 +505,12 @@ def finish_call(
         now = _with_git_copies(store, project.root, after, touched)
         differences = [TreeChange(c.path, baseline.get(c.path), now.get(c.path)) for c in differences]
     for change in differences:
-        changes.append((change.path, _state(change.before), _state(change.after), False, _reason(change)))
+        if started_ns is not None and change.after is not None and change.after.ctime_ns < started_ns:
+            continue  # changed while the command waited to start (the user, during a permission prompt)
+        old, new = _state(change.before), _state(change.after)
+        if old == new and change.after is not None and change.after.kind != "uncovered":
+            continue
+        changes.append((change.path, old, new, False, _reason(change)))
     for watch in before.watches:
         if watch.copied:
             inside = {p: e for p, e in before.outside.items() if p == watch.path or p.startswith(watch.path + "/")}

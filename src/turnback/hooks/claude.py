@@ -11,12 +11,19 @@
   unreadable), the user is asked (``permissionDecision: "ask"`` with the
   reason) and the call is recorded as not covered.
 - PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
-  again and record the difference. ``run_in_background``: a job, recorded
-  when the turn stops.
+  again and record the difference, less what changed before the command
+  really started (ctime against the hook's start minus ``duration_ms``: a
+  permission prompt comes between PreToolUse and the run).
+  ``run_in_background``: a job, open past Stop while ``background_tasks``
+  lists it, recorded at its ``<task-notification>`` prompt (not a user turn).
+- PostToolBatch: a call in it with no PostToolUse was denied: it ends with
+  no change.
 - PreCompact: the session is busy (compaction) until the next prompt.
-- Stop: record unfinished commands, end the turn, and show the user (only
-  the user: ``systemMessage``) the summary line when the turn changed files.
-- SessionEnd: end a turn left running.
+- Stop, StopFailure (an API error): record unfinished commands, end the
+  turn, and show the user (only the user: ``systemMessage``) the summary
+  line when the turn changed files.
+- SessionEnd: end a turn left running. An interrupt or a kill sends nothing:
+  the next undo ends that turn (``Engine.settle_turns``).
 
 It never blocks the agent because of its own trouble: any error exits 0 with
 one warning line on stderr, and the traceback goes to ``turnback.log`` in the
@@ -28,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
 from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, parse, wanted
@@ -36,6 +43,10 @@ from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, parse,
 HARNESS = "claude-code"
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
 COMPACTION = "compaction (Claude Code is summarising the conversation)"
+# How long Claude Code may take from a command's end to starting its PostToolUse hook (a few ms when idle; a
+# loaded machine takes longer). A change inside it is kept as the command's: dropping one of the agent's
+# changes would leave it out of every undo, while a user rarely answers a prompt within a second of an edit.
+START_SLACK_S = 1.0
 
 Event = dict[str, Any]
 Output = dict[str, Any] | None
@@ -60,10 +71,13 @@ class Caller(NamedTuple):
     parent_pid: int
     cwd: str
     project_dir: str | None
+    started_at: float | None = None  # when Claude Code started the hook process (seconds since the epoch)
 
     @classmethod
     def this_process(cls) -> Caller:
-        return cls(os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None)
+        from turnback.hooks.relay import process_started_at
+
+        return cls(os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None, process_started_at())
 
 
 class _Hook:
@@ -107,6 +121,17 @@ class _Hook:
     def prompt(self) -> Output:
         session = self.session()
         self.engine.busy_end(session.id, COMPACTION)
+        notified = _task_notification(str(self.event.get("prompt") or ""))
+        if notified is not None:
+            # Claude Code telling itself a background task ended: not the user's message. The job's call ends
+            # now; the model's answer to it joins a turn begun when it calls a tool (running_turn).
+            use_id, status = notified
+            job = self.engine.external_call(session.id, HARNESS, use_id)
+            if job is not None and job.status == "running":
+                failed = None if status == "completed" else f"the background command ended: {status}"
+                self.engine.finish_command(job.id, error=failed)
+            self._end_running(session)
+            return None
         self._end_running(session)
         self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=self.claude_pid())
         notices = self.engine.notices(session.id)
@@ -168,13 +193,56 @@ class _Hook:
         if call is None or call.status != "running":
             return None  # no PreToolUse was seen for it: nothing to pair with
         error = str(self.event.get("error") or "the tool failed") if failed else None
+        response = self.event.get("tool_response")
+        response = response if isinstance(response, dict) else {}
+        if call.kind == "job" and response.get("backgroundTaskId") and not failed:
+            return None  # it runs on after this event: it ends with its <task-notification>
         if tool in FILE_TOOLS:
             tool_input = self.event.get("tool_input") or {}
             path = tool_input.get(FILE_TOOLS[tool]) if isinstance(tool_input, dict) else None
             handle = self.engine.resume_call(call.id, cwd=self.cwd)
             handle.end(failed=error, after=[path] if isinstance(path, str) and path else [])
-        elif call.kind == "command":
-            self.engine.finish_command(call.id, error=error)
+        elif call.kind in ("command", "job"):
+            if response.get("interrupted") and error is None:
+                error = "interrupted"
+            self.engine.finish_command(call.id, error=error, started_at=self._command_started_at())
+        return None
+
+    def _command_started_at(self) -> float | None:
+        """When the command really started: this event's hook began as the command ended, ``duration_ms``
+        earlier it started (Claude Code counts no permission prompt in it). Earlier by ``START_SLACK_S``, so
+        what the command did at once is never taken for the user's."""
+        duration = self.event.get("duration_ms")
+        if self.caller.started_at is None or not isinstance(duration, int | float) or duration < 0:
+            return None
+        return self.caller.started_at - duration / 1000 - START_SLACK_S
+
+    def post_tool_batch(self) -> Output:
+        """The calls of the batch with no PostToolUse: denied (``tool_response`` is the denial's message) or
+        failed to start; none of them ran, so none changed anything."""
+        calls = self.event.get("tool_calls")
+        if not isinstance(calls, list):
+            return None
+        session = self.session()
+        for item in calls:
+            if not isinstance(item, dict) or not item.get("tool_use_id"):
+                continue
+            call = self.engine.external_call(session.id, HARNESS, str(item["tool_use_id"]))
+            if call is None or call.status != "running" or call.kind == "job":
+                continue
+            said = item.get("tool_response")
+            why = f"denied: {said}" if isinstance(said, str) and said else "denied"
+            if call.kind == "command":
+                self.engine.finish_command(call.id, error=why, ran=False)
+            else:
+                tool_input = item.get("tool_input")
+                path = (
+                    tool_input.get(FILE_TOOLS.get(str(item.get("tool_name")), ""))
+                    if isinstance(tool_input, dict)
+                    else None
+                )
+                handle = self.engine.resume_call(call.id, cwd=self.cwd)
+                handle.end(failed=why, after=[path] if isinstance(path, str) and path else [])
         return None
 
     def pre_compact(self) -> Output:
@@ -184,7 +252,13 @@ class _Hook:
 
     def stop(self) -> Output:
         session = self.session()
-        summary = self._end_running(session)
+        tasks = self.event.get("background_tasks")
+        running = [
+            str(task.get("command") or "")
+            for task in (tasks if isinstance(tasks, list) else [])
+            if isinstance(task, dict) and task.get("status") == "running"
+        ]
+        summary = self._end_running(session, keep=running)
         if summary is None or not (summary.line or summary.notes):
             return None
         return {"systemMessage": "\n".join([line for line in (summary.line, *summary.notes) if line])}
@@ -195,8 +269,12 @@ class _Hook:
         self._end_running(session)
         return None
 
-    def _end_running(self, session: Any) -> Any:
-        """Record the turn's unfinished commands and end it; its summary, or None when no turn runs."""
+    def _end_running(self, session: Any, keep: Sequence[str] = ()) -> Any:
+        """Record the turn's unfinished commands and end it; its summary, or None when no turn runs.
+
+        *keep*: the commands of background jobs Claude Code says still run; they stay open, to be recorded
+        when their ``<task-notification>`` comes.
+        """
         from turnback.errors import RefusedError
 
         try:
@@ -204,8 +282,11 @@ class _Hook:
         except RefusedError:
             return None
         from turnback.errors import StoreError
+        from turnback.ops.busy import harness_command
 
         for call in pending:
+            if call.kind == "job" and harness_command(call) in keep:
+                continue
             note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
             try:
                 self.engine.finish_command(call.id, error=note)
@@ -214,14 +295,28 @@ class _Hook:
         return self.engine.end_turn(session.id)[1]
 
 
+def _task_notification(prompt: str) -> tuple[str, str] | None:
+    """(tool use id, status) of a ``<task-notification>`` prompt: Claude Code's word that a background task
+    ended, sent as a UserPromptSubmit; None for a prompt of the user's."""
+    import re
+
+    if not prompt.lstrip().startswith("<task-notification>"):
+        return None
+    use_id = re.search(r"<tool-use-id>([^<]*)</tool-use-id>", prompt)
+    status = re.search(r"<status>([^<]*)</status>", prompt)
+    return (use_id.group(1).strip() if use_id else "", status.group(1).strip() if status else "")
+
+
 _HANDLERS: dict[str, Callable[[_Hook], Output]] = {
     "SessionStart": _Hook.session_start,
     "UserPromptSubmit": _Hook.prompt,
     "PreToolUse": _Hook.pre_tool,
     "PostToolUse": _Hook.post_tool,
     "PostToolUseFailure": lambda hook: hook.post_tool(failed=True),
+    "PostToolBatch": _Hook.post_tool_batch,
     "PreCompact": _Hook.pre_compact,
     "Stop": _Hook.stop,
+    "StopFailure": _Hook.stop,
     "SessionEnd": _Hook.session_end,
 }
 assert tuple(_HANDLERS) == HANDLED_EVENTS, "the relay filters events by HANDLED_EVENTS"

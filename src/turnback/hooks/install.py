@@ -25,8 +25,10 @@ EVENTS: dict[str, str | None] = {
     "PreToolUse": TOOLS_MATCHER,
     "PostToolUse": TOOLS_MATCHER,
     "PostToolUseFailure": TOOLS_MATCHER,
+    "PostToolBatch": None,
     "PreCompact": None,
     "Stop": None,
+    "StopFailure": None,
     "SessionEnd": None,
 }
 

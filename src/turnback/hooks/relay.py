@@ -59,13 +59,32 @@ HANDLED_EVENTS = (
     "PreToolUse",
     "PostToolUse",
     "PostToolUseFailure",
+    "PostToolBatch",
     "PreCompact",
     "Stop",
+    "StopFailure",
     "SessionEnd",
 )
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 SHELL_TOOLS = ("Bash", "PowerShell")
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
+
+
+def process_started_at() -> float | None:
+    """When this process started (seconds since the epoch, to a clock tick), where Linux tells it: the moment
+    the harness started the hook, before Python's own start-up."""
+    try:
+        with open("/proc/self/stat", "rb") as handle:
+            ticks = int(handle.read().rsplit(b")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time() - age
+
+
+def _seconds(rest: list[Any]) -> float | None:
+    """The hook's start time a relay request carries (none from an older hook)."""
+    return float(rest[0]) if rest and isinstance(rest[0], int | float) else None
 
 
 def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
@@ -197,10 +216,11 @@ def _hook() -> int:
         return 0
     home = default_home()
     parent, cwd, project_dir = os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None
+    started = process_started_at()
     relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     sock = connect(home) if relayed else None
     reply = (
-        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir], "env": _store_env()})
+        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir, started], "env": _store_env()})
         if sock is not None
         else None
     )
@@ -210,7 +230,7 @@ def _hook() -> int:
         return 0
     from turnback.hooks.claude import Caller, handle
 
-    out, err = handle(event, Caller(parent, cwd, project_dir), home)
+    out, err = handle(event, Caller(parent, cwd, project_dir, started), home)
     if relayed and reply is None and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
@@ -321,7 +341,11 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
                         request = json.loads(_read_all(conn))
                         if not stale and request.get("env") == mine:
                             caller = request["caller"]
-                            out, err = handle(request["event"], Caller(int(caller[0]), str(caller[1]), caller[2]), home)
+                            out, err = handle(
+                                request["event"],
+                                Caller(int(caller[0]), str(caller[1]), caller[2], _seconds(caller[3:])),
+                                home,
+                            )
                             reply = {"taken": True, "out": out, "err": err}
                     conn.settimeout(READ_TIMEOUT_S)
                     conn.sendall(json.dumps(reply).encode())

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from turnback.errors import BusyError
 from turnback.fsio import ensure_private_dir
 from turnback.model import Call, ProjectId, SessionId, Turn, short_id
-from turnback.procs import process_alive
+from turnback.procs import parent_and_name, process_alive
 from turnback.store import Store
 
 
@@ -33,6 +33,68 @@ def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
         else:
             live.append(turn)
     return live
+
+
+HARNESS_GRACE_S = 1.0  # a command that just ended: its harness's Post event is on its way
+
+
+def harness_command(call: Call) -> str:
+    """The command text a harness gave :meth:`~turnback.engine.Engine.begin_command` (``sh -c TEXT``)."""
+    try:
+        argv = json.loads(call.input or "{}").get("command") or []
+    except ValueError:
+        argv = []
+    return str(argv[-1]) if argv else ""
+
+
+def _command_words(call: Call) -> list[bytes]:
+    text = harness_command(call)
+    # The harness's shell holds the command quoted ('\'' for each '): look for its longest unquoted piece.
+    pieces = sorted((p.strip() for p in text.split("'")), key=len, reverse=True)
+    return [pieces[0].encode()] if pieces and pieces[0] else []
+
+
+def _descendants_cmdlines(pid: int) -> list[bytes]:
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            found = parent_and_name(int(entry))
+            if found is not None:
+                parents[int(entry)] = found[0]
+    below = {pid}
+    grew = True
+    while grew:
+        grew = False
+        for child, parent in parents.items():
+            if parent in below and child not in below:
+                below.add(child)
+                grew = True
+    lines = []
+    for child in below - {pid}:
+        try:
+            with open(f"/proc/{child}/cmdline", "rb") as handle:
+                lines.append(handle.read())
+        except OSError:
+            continue
+    return lines
+
+
+def harness_runs(store: Store, calls: list[Call], holder_pid: int) -> bool:
+    """Whether a process below the harness *holder_pid* still runs one of *calls* (commands the harness runs
+    itself), or one of them was finished meanwhile. Where the OS does not tell, they are taken to run."""
+    if not os.path.isdir("/proc/self"):
+        return True
+    for attempt in range(2):
+        if attempt:
+            time.sleep(HARNESS_GRACE_S)
+            if any(store.call(call.id).status != "running" for call in calls):
+                return True  # its Post event came: the harness is alive and well
+        cmdlines = _descendants_cmdlines(holder_pid)
+        for call in calls:
+            words = _command_words(call)
+            if not words or any(all(word in line for word in words) for line in cmdlines):
+                return True
+    return False
 
 
 def _command_text(call: Call) -> str:
@@ -137,4 +199,12 @@ def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0
         os.close(fd)
 
 
-__all__ = ["live_commands", "live_running_turns", "orphaned_commands", "refuse_if_busy", "session_apply_lock"]
+__all__ = [
+    "harness_command",
+    "harness_runs",
+    "live_commands",
+    "live_running_turns",
+    "orphaned_commands",
+    "refuse_if_busy",
+    "session_apply_lock",
+]
