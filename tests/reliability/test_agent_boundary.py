@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
 from pathlib import Path
 
@@ -80,6 +82,42 @@ def test_a_background_job_gets_no_key_store_or_relay_setting(home: Path, project
     assert [job["status"] for job in jobs] == ["done"], jobs  # type: ignore[union-attr]
     assert_no_store_settings(output.read_text(), home)
     record("agent-boundary", case="job environment", leaked=0)
+
+
+PARENT_ENVIRON = 'tr "\\0" "\\n" < /proc/$PPID/environ; echo "read: $?"'
+
+
+def same_user_prefix() -> list[str]:
+    """Run as this user, but without root's power to read any process's memory (``CAP_SYS_PTRACE``): what
+    an agent's command running as the user who runs turnback has."""
+    if os.geteuid() != 0:
+        return []
+    setpriv = shutil.which("setpriv")
+    assert setpriv is not None, "setpriv (util-linux) is needed to run as root without CAP_SYS_PTRACE"
+    return [setpriv, "--bounding-set=-sys_ptrace"]
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["exec", "job"])
+def test_the_command_cannot_read_the_key_from_its_parent_s_environment(
+    home: Path, project: Path, tmp_path: Path, background: bool
+) -> None:
+    """The command runs as the same user as ``turnback exec`` (or the job's runner), whose environment holds
+    the key: reading ``/proc/$PPID/environ`` must fail."""
+    prefix = same_user_prefix()
+    sid = new_session(home, project)
+    output = tmp_path / "job.out"
+    extra = ["--background", "--output", str(output)] if background else []
+    ran = run_cli(home, "exec", "--session", sid, *extra, "--", "sh", "-c", PARENT_ENVIRON, cwd=project, prefix=prefix)
+    assert ran.rc == 0, ran.err
+    if background:
+        deadline = time.monotonic() + JOB_WAIT_S
+        while "read: " not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline, "the job never ran"
+            time.sleep(0.1)
+    seen = output.read_text() if background else ran.out
+    assert "read: 1" in seen, seen  # the read was refused ...
+    assert TEST_KEY not in seen and "TURNBACK_" not in seen, seen  # ... and nothing of turnback's came out
+    record("agent-boundary", case=f"parent environment ({'job' if background else 'exec'})", leaked=0)
 
 
 # -- 2. the store's folder is never a change ---------------------------------------------------
