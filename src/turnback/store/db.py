@@ -119,11 +119,18 @@ class Database:
             raise _map_error(exc) from exc
 
     def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        row = self.execute(sql, params).fetchone()
-        return None if row is None else row
+        cursor = self.execute(sql, params)
+        try:  # SQLite reads most pages while stepping, not when the statement starts: damage shows up here
+            return cursor.fetchone()
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
 
     def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        return self.execute(sql, params).fetchall()
+        cursor = self.execute(sql, params)
+        try:
+            return cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _map_error(exc) from exc
 
     def schema_version(self) -> int:
         has_meta = self.one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")
