@@ -50,7 +50,7 @@ from turnback.paths import RelPath
 from turnback.store import keys
 from turnback.store.blobs import BlobStore
 from turnback.store.crypto import ID_LEN, Crypto, Keys
-from turnback.store.db import Database
+from turnback.store.db import DAMAGED_READ_ONLY, Database
 from turnback.store.schema import SCHEMA_VERSION
 
 DB_NAME = "turnback.db"
@@ -187,6 +187,24 @@ def _refuse_emptied_database(home: str) -> None:
         )
 
 
+def _read_only_reason(home: str) -> str | None:
+    """Why the store in *home* can only be read (a read-only mount, a folder or database it may not write);
+    None when it can be written, or has no database yet."""
+    db_path = os.path.join(home, DB_NAME)
+    if not os.path.isfile(db_path):
+        return None
+    if os.access(home, os.W_OK) and os.access(db_path, os.W_OK):
+        return None
+    if os.statvfs(home).f_flag & os.ST_RDONLY:
+        why = "it is on a read-only file system"
+    else:
+        why = "its folder or its database may not be written"
+    return (
+        f"the store at {home} is read-only ({why}): log, show, diff and verify work; "
+        "this command needs to write to it, so nothing was done"
+    )
+
+
 class Store:
     """An open store. Use :meth:`open`; close with :meth:`close` or ``with``."""
 
@@ -230,6 +248,9 @@ class Store:
         home = os.path.abspath(home)
         ensure_private_dir(home)
         _refuse_emptied_database(home)
+        read_only = _read_only_reason(home)
+        if read_only is not None:
+            return cls._open_read_only(home, read_only, key_secret=key_secret, clock=clock, ids=ids)
         try:
             store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
             store.key_secret = key_secret
@@ -242,22 +263,38 @@ class Store:
                 f"nothing was changed or deleted, and the plain copies in {os.path.join(home, TRASH_DIR)} are intact"
             )
             try:
-                db = Database(os.path.join(home, DB_NAME), read_only=True)
+                return cls._open_read_only(home, DAMAGED_READ_ONLY, key_secret=key_secret, clock=clock, ids=ids)
             except StoreError as again:
                 raise unreadable from again
-            try:
-                meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
-                master = keys.master_for_existing_store(
-                    home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
-                )
-                crypto = Crypto(Keys.from_master(master))
-                crypto.verify_key_check(meta["key_check"])
-            except (StoreError, KeyError) as again:
-                db.close()
-                raise unreadable from again
-            store = cls(home, db, crypto, clock=clock, ids=ids)
-            store.key_secret = key_secret
-            return store
+
+    @classmethod
+    def _open_read_only(
+        cls,
+        home: str,
+        reason: str,
+        *,
+        key_secret: str | None,
+        clock: Callable[[], int],
+        ids: IdSource | None,
+    ) -> Store:
+        """The store opened for reading only; a write then fails with *reason*."""
+        db = Database(os.path.join(home, DB_NAME), read_only=True, read_only_reason=reason)
+        try:
+            meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
+            master = keys.master_for_existing_store(
+                home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
+            )
+            crypto = Crypto(Keys.from_master(master))
+            crypto.verify_key_check(meta["key_check"])
+        except KeyError as exc:
+            db.close()
+            raise StoreError(f"the store at {home} lacks its key record ({exc})") from exc
+        except BaseException:
+            db.close()
+            raise
+        store = cls(home, db, crypto, clock=clock, ids=ids)
+        store.key_secret = key_secret
+        return store
 
     @classmethod
     def _open_writable(
