@@ -788,6 +788,8 @@ class Engine:
         stdout: IO[bytes] | int | None = None,
         stderr: IO[bytes] | int | None = None,
         unasked: bool = False,
+        process_group: bool = False,
+        started: Callable[[int], None] | None = None,
     ) -> CommandResult:
         """Run a shell command as a call: scan, run (output passed through), scan; the difference is its change.
 
@@ -795,7 +797,8 @@ class Engine:
         detached watcher records its changes when it ends, and the session is
         busy until then (the result has ``timed_out`` and no exit status).
         *unasked*: the harness ran it without asking, because :meth:`covers`
-        said turnback can undo it.
+        said turnback can undo it. *process_group*: the command leads a process group of its own, so a caller
+        that stops it (an MCP client's cancel) stops what it started too; *started* is told its pid.
         """
         import subprocess
 
@@ -826,13 +829,16 @@ class Engine:
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
         try:
-            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr)
+            group = 0 if process_group else None
+            proc = subprocess.Popen(list(argv), cwd=workdir, stdout=stdout, stderr=stderr, process_group=group)
         except OSError as exc:
             with self.store.transaction():
                 self.store.finish_call(call_id, "failed", f"{argv[0]}: {exc.strerror}")
             raise CommandNotStarted(f"{argv[0]}: {exc.strerror}", exc.errno) from exc
         with self.store.transaction():
             self.store.set_call_processes(call_id, pid=proc.pid, pid_start=process_start(proc.pid))
+        if started is not None:
+            started(proc.pid)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -20,7 +20,11 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 T = TypeVar("T")
 
 TOOLS = {
+    "read_file",
     "read_text_file",
+    "read_media_file",
+    "read_multiple_files",
+    "list_directory_with_sizes",
     "write_file",
     "edit_file",
     "create_directory",
