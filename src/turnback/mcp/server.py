@@ -348,7 +348,7 @@ class Tools:
         else:
             entries.sort(key=lambda item: (item[0].casefold(), item[0]))
         lines = [
-            f"{'[DIR]' if entry.is_dir else '[FILE]'} {name:<30} {'' if entry.is_dir else format_size(entry.size):>10}"
+            f"{'[DIR]' if entry.is_dir else '[FILE]'} {name:<30} {'' if entry.is_dir else f'{format_size(entry.size):>10}'}"
             for name, entry in entries
         ]
         files = [entry for _, entry in entries if not entry.is_dir]
