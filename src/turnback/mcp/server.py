@@ -347,8 +347,8 @@ class Tools:
             entries.sort(key=lambda item: -item[1].size)
         else:
             entries.sort(key=lambda item: (item[0].casefold(), item[0]))
-        lines = [
-            f"{'[DIR]' if entry.is_dir else '[FILE]'} {name:<30} {'' if entry.is_dir else f'{format_size(entry.size):>10}'}"
+        lines = [  # a folder's line has no size column (the reference pads only the size)
+            f"[DIR] {name:<30} " if entry.is_dir else f"[FILE] {name:<30} {format_size(entry.size):>10}"
             for name, entry in entries
         ]
         files = [entry for _, entry in entries if not entry.is_dir]
