@@ -1488,19 +1488,23 @@ class Engine:
                 and not last.resent
                 and (self.store.now() - last.ended_at) / 1e9 < gap_s
             )
-            if (
-                last is not None
-                and fresh
-                and self.store.reopen_turn(last.id, holder_pid=pid, holder_start=process_start(pid))
-            ):
+            if last is not None and fresh and self._reopen_tool_turn(last.id, pid):
                 turn = self.store.turn(last.id)
             else:
                 turn = self.begin_turn(session_id, None, holder_pid=pid)
         try:
             yield turn
         finally:
-            with self.store.transaction():
+            # Not synced on its own (each sync costs a write call milliseconds): losing this mark to a power
+            # cut leaves the turn "running" for a holder that is gone, which counts as not running.
+            with self.store.transaction(durable=False):
                 self.store.end_turn(turn.id, "ended")
+
+    def _reopen_tool_turn(self, turn_id: TurnId, pid: int) -> bool:
+        """Reopen a tool turn without a sync of its own: the call's record, committed durably next, makes it
+        durable too (a WAL sync covers the commits before it); lost before that, no call was made in it."""
+        with self.store.transaction(durable=False):
+            return self.store.reopen_turn(turn_id, holder_pid=pid, holder_start=process_start(pid))
 
     def files(self, session_id: SessionId) -> list[tuple[str, str]]:
         """Each file the active line touched, and its state: as of, created in, deleted in turn N, or reverted."""
