@@ -21,10 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchutil import positive
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-
-from benchutil import positive
 
 REFERENCE_VERSION = "2026.8.31"
 DEFAULT_REFERENCE = (
@@ -87,9 +86,8 @@ def main() -> None:
         p50, p99, mean = percentile(samples, 0.5), percentile(samples, 0.99), statistics.mean(samples)
         print(f"{name:<10} {p50:>7.2f} {p99:>7.2f} {mean:>7.2f}")
     ref, tb = figures["reference"], figures["turnback"]
-    print(
-        f"ratio p50 {percentile(tb, 0.5) / percentile(ref, 0.5):.1f}x, p99 {percentile(tb, 0.99) / percentile(ref, 0.99):.1f}x"
-    )
+    ratios = [percentile(tb, q) / percentile(ref, q) for q in (0.5, 0.99)]
+    print(f"turnback / reference: p50 {ratios[0]:.1f}x, p99 {ratios[1]:.1f}x")
 
 
 if __name__ == "__main__":
