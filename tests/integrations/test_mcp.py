@@ -279,3 +279,23 @@ def _group_alive(group: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def test_a_link_leading_outside_the_root_is_not_followed_and_its_info_says_it_is_a_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside\n")
+    (project / "out.txt").symlink_to(secret)
+
+    async def body(session: ClientSession) -> tuple[str, str]:
+        info = await ok(session, "get_file_info", path="out.txt")
+        read = await refused(session, "read_text_file", path="out.txt")
+        await refused(session, "write_file", path="out.txt", content="x")
+        return info, read
+
+    info, read = serve(home, project, tmp_path / "server.err", body)
+    assert "isSymbolicLink: true" in info.splitlines(), info
+    assert "isFile: false" in info.splitlines(), info
+    assert "outside" not in read
+    assert secret.read_text() == "outside\n"
