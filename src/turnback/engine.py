@@ -889,6 +889,8 @@ class Engine:
         stdout: IO[bytes] | int | None = None,
         stderr: IO[bytes] | int | None = None,
         unasked: bool = False,
+        process_group: bool = False,
+        started: Callable[[int], None] | None = None,
     ) -> CommandResult:
         """Run a shell command as a call: scan, run (output passed through), scan; the difference is its change.
 
@@ -896,7 +898,8 @@ class Engine:
         detached watcher records its changes when it ends, and the session is
         busy until then (the result has ``timed_out`` and no exit status).
         *unasked*: the harness ran it without asking, because :meth:`covers`
-        said turnback can undo it.
+        said turnback can undo it. *process_group*: the command leads a process group of its own, so a caller
+        that stops it (an MCP client's cancel) stops what it started too; *started* is told its pid.
         """
         import subprocess
 
@@ -929,8 +932,14 @@ class Engine:
         with self.store.transaction():
             self.store.set_call_processes(call_id, watcher_pid=os.getpid(), watcher_start=process_start(os.getpid()))
         try:
+            group = 0 if process_group else None
             proc = subprocess.Popen(
-                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, env=_agent_command_environment()
+                list(argv),
+                cwd=workdir,
+                stdout=stdout,
+                stderr=stderr,
+                process_group=group,
+                env=_agent_command_environment(),
             )
         except OSError as exc:
             with self.store.transaction():
@@ -938,6 +947,8 @@ class Engine:
             raise CommandNotStarted(f"{argv[0]}: {exc.strerror}", exc.errno) from exc
         with self.store.transaction():
             self.store.set_call_processes(call_id, pid=proc.pid, pid_start=process_start(proc.pid))
+        if started is not None:
+            started(proc.pid)
         try:
             code = proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -1625,19 +1636,23 @@ class Engine:
                 and not last.resent
                 and (self.store.now() - last.ended_at) / 1e9 < gap_s
             )
-            if (
-                last is not None
-                and fresh
-                and self.store.reopen_turn(last.id, holder_pid=pid, holder_start=process_start(pid))
-            ):
+            if last is not None and fresh and self._reopen_tool_turn(last.id, pid):
                 turn = self.store.turn(last.id)
             else:
                 turn = self.begin_turn(session_id, None, holder_pid=pid)
         try:
             yield turn
         finally:
-            with self.store.transaction():
+            # Not synced on its own (each sync costs a write call milliseconds): losing this mark to a power
+            # cut leaves the turn "running" for a holder that is gone, which counts as not running.
+            with self.store.transaction(durable=False):
                 self.store.end_turn(turn.id, "ended")
+
+    def _reopen_tool_turn(self, turn_id: TurnId, pid: int) -> bool:
+        """Reopen a tool turn without a sync of its own: the call's record, committed durably next, makes it
+        durable too (a WAL sync covers the commits before it); lost before that, no call was made in it."""
+        with self.store.transaction(durable=False):
+            return self.store.reopen_turn(turn_id, holder_pid=pid, holder_start=process_start(pid))
 
     def files(self, session_id: SessionId) -> list[tuple[str, str]]:
         """Each file the active line touched, and its state: as of, created in, deleted in turn N, or reverted."""

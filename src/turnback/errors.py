@@ -12,6 +12,7 @@ sentence meant for the user and whose ``exit_code`` is what the CLI exits with::
       StoreError          1  the store cannot be opened or read
         KeyUnavailableError  the key is missing, unsafe or wrong
         BlobCorruptError     a stored copy does not decrypt or match its id
+          RecordDamagedError a stored record (a row or a sealed value in it) is damaged
         SchemaTooNewError    the store was written by a newer turnback
       UnsafePathError     1  symlink in the way, outside the project, permission denied
 
@@ -81,6 +82,16 @@ class BlobCorruptError(StoreError):
     """A stored copy does not decrypt, or does not match its keyed hash."""
 
 
+class RecordDamagedError(BlobCorruptError):
+    """A stored record does not open, or holds a value it cannot hold; ``what`` names the record."""
+
+    def __init__(self, what: str):
+        super().__init__(
+            f"a stored record is damaged ({what}); nothing was changed, and turnback verify names every damaged record"
+        )
+        self.what = what
+
+
 class SchemaTooNewError(StoreError):
     """The store was written by a newer turnback than this one."""
 
@@ -94,6 +105,7 @@ __all__ = [
     "BusyError",
     "KeyUnavailableError",
     "NothingToDoError",
+    "RecordDamagedError",
     "RefusedError",
     "SchemaTooNewError",
     "StoreError",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import select
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,7 +26,11 @@ from mcp.client.stdio import stdio_client  # noqa: E402
 T = TypeVar("T")
 
 TOOLS = {
+    "read_file",
     "read_text_file",
+    "read_media_file",
+    "read_multiple_files",
+    "list_directory_with_sizes",
     "write_file",
     "edit_file",
     "create_directory",
@@ -46,6 +53,11 @@ def serve(home: Path, project: Path, errlog: Path, body: Callable[[ClientSession
         env=cli_env(home),
         cwd=str(project),
     )
+    return drive(params, errlog, body)
+
+
+def drive(params: StdioServerParameters, errlog: Path, body: Callable[[ClientSession], Awaitable[T]]) -> T:
+    """Start the stdio server *params* name, initialize a client session, run *body*, and shut it down."""
 
     async def main() -> T:
         with errlog.open("a") as log:
@@ -306,3 +318,64 @@ def test_a_request_with_a_lone_surrogate_gets_an_error_reply_and_the_server_goes
     finally:
         server.stdin.close()
         server.wait(20)
+
+
+def test_other_calls_are_served_while_a_command_runs_and_a_cancel_stops_its_process_group(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    group_file = project / "group.txt"
+
+    async def body(session: ClientSession) -> None:
+        command = "echo $$ > group.txt; sleep 30; echo late > late.txt"
+        running = asyncio.create_task(session.call_tool("run_command", {"command": command}))
+        for _ in range(200):
+            if group_file.exists() and group_file.read_text().strip():
+                break
+            await asyncio.sleep(0.05)
+        group = int(group_file.read_text())
+        started = time.monotonic()
+        assert (await ok(session, "read_text_file", path="README.md")).startswith("#")
+        assert time.monotonic() - started < 1.0
+        running.cancel()  # the client sends notifications/cancelled for it
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and _group_alive(group):
+            await asyncio.sleep(0.05)
+        assert not _group_alive(group), "the command's process group outlived the cancel"
+        assert (await ok(session, "list_allowed_directories")).splitlines()[-1] == str(project)
+
+    serve(home, project, tmp_path / "server.err", body)
+    assert not (project / "late.txt").exists()
+    log = run_cli(home, "log", "--json", cwd=project)
+    assert log.rc == 0, log
+    calls = [call for turn in log.json()["turns"] for call in turn["calls"]]  # type: ignore[attr-defined]
+    assert [call["status"] for call in calls] != ["running"] and calls, calls
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_link_leading_outside_the_root_is_not_followed_and_its_info_says_it_is_a_link(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("outside\n")
+    (project / "out.txt").symlink_to(secret)
+
+    async def body(session: ClientSession) -> tuple[str, str]:
+        info = await ok(session, "get_file_info", path="out.txt")
+        read = await refused(session, "read_text_file", path="out.txt")
+        await refused(session, "write_file", path="out.txt", content="x")
+        return info, read
+
+    info, read = serve(home, project, tmp_path / "server.err", body)
+    assert "isSymbolicLink: true" in info.splitlines(), info
+    assert "isFile: false" in info.splitlines(), info
+    assert "outside" not in read
+    assert secret.read_text() == "outside\n"

@@ -9,11 +9,9 @@ channel, stream-json input). See README.md in this folder.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import queue
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from tests import npmcache
 from tests.conftest import cli_env, run_cli
 from tests.realclients.fakeapi import FakeAPI
 
@@ -71,8 +70,7 @@ OFFLINE_ENV = {
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("TURNBACK_TEST_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "turnback-tests")
-    return Path(base) / f"claude-code-{CLAUDE_CODE_VERSION}"
+    return npmcache.cache_dir(f"claude-code-{CLAUDE_CODE_VERSION}")
 
 
 def _version_of(binary: Path) -> str | None:
@@ -88,9 +86,6 @@ def _version_of(binary: Path) -> str | None:
     return done.stdout.decode("utf-8", "replace").strip() if done.returncode == 0 else None
 
 
-UNREACHABLE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ECONNRESET", "ENETUNREACH", "network")
-
-
 def _runnable(folder: Path) -> Path | None:
     """The installed ``claude`` of the pinned version: the wrapper's bin (the postinstall copied the native
     binary over it), else the platform package's binary itself (an npm that ran no postinstall)."""
@@ -103,34 +98,9 @@ def _runnable(folder: Path) -> Path | None:
 
 def install_claude_code() -> Path:
     """The ``claude`` binary of the pinned version, installed with npm on first use; skips if npm can't be had."""
-    folder = cache_dir()
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as lock:  # parallel test workers install once
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        binary = _runnable(folder)
-        if binary is not None:
-            return binary
-        npm = shutil.which("npm")
-        if npm is None:
-            pytest.skip("npm is not installed (CI installs Debian's nodejs and npm): cannot install Claude Code")
-        # npm fetches the platform's native binary (an optional dependency, from the same registry); the
-        # postinstall copies it over bin/claude.exe, and as root it wants IS_SANDBOX=1.
-        env = {**os.environ, "IS_SANDBOX": "1", "npm_config_update_notifier": "false"}
-        done = subprocess.run(
-            [npm, "install", "--prefix", str(folder), "--no-audit", "--no-fund", f"{PACKAGE}@{CLAUDE_CODE_VERSION}"],
-            capture_output=True,
-            timeout=600,
-            env=env,
-        )
-        said = (done.stdout + done.stderr).decode("utf-8", "replace")
-        if done.returncode != 0 and any(word in said for word in UNREACHABLE):
-            pytest.skip(f"the npm registry is unreachable, so Claude Code cannot be installed: {said[-400:]}")
-        binary = _runnable(folder)
-        if binary is None:
-            pytest.fail(
-                f"npm install {PACKAGE}@{CLAUDE_CODE_VERSION} gave no claude that runs (rc {done.returncode}):\n{said}"
-            )
-        return binary
+    # npm fetches the platform's native binary (an optional dependency, from the same registry); the
+    # postinstall copies it over bin/claude.exe, and as root it wants IS_SANDBOX=1.
+    return npmcache.npm_install(PACKAGE, CLAUDE_CODE_VERSION, cache_dir(), _runnable, env={"IS_SANDBOX": "1"})
 
 
 @pytest.fixture(scope="session")

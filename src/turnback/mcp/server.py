@@ -18,36 +18,56 @@ store, are refused.
 
 from __future__ import annotations
 
+import base64
 import datetime
-import fnmatch
 import json
 import os
+import re
+import signal
 import stat
 import subprocess
 import tempfile
-from typing import Annotated, Any
+import threading
+from typing import Annotated, Any, Literal
 
 import anyio
+import anyio.to_thread
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    AudioContent,
+    BlobResourceContents,
+    EmbeddedResource,
+    ErrorData,
+    ImageContent,
+    JSONRPCError,
+    ToolAnnotations,
+)
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
+from wcmatch import glob
 
 import turnback
 from turnback import Engine, Session, TurnbackError
+from turnback import paths as turnback_paths
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
 
 DEFAULT_TURN_GAP_S = 30.0
 TOOLS = (
+    "read_file",
     "read_text_file",
+    "read_media_file",
+    "read_multiple_files",
     "write_file",
     "edit_file",
     "create_directory",
     "list_directory",
+    "list_directory_with_sizes",
     "directory_tree",
     "move_file",
     "search_files",
@@ -66,11 +86,110 @@ class EditOperation(TypedDict):
     newText: str
 
 
+# The reference server matches with minimatch(relative path, pattern, {dot: true}): ``**`` spans any number of
+# folders (none too, so ``**/*.txt`` finds top-level files), ``*`` stays inside one, braces and extglobs expand,
+# a leading ``!`` negates, and dot-files are not special. wcmatch's globmatch with these flags is the same.
+GLOB_FLAGS = glob.GLOBSTAR | glob.DOTGLOB | glob.BRACE | glob.EXTGLOB | glob.NEGATE | glob.NEGATEALL
+
+
+def glob_matches(rel: str, pattern: str) -> bool:
+    """Whether the path *rel* (relative to the folder searched) matches *pattern* as the reference's minimatch."""
+    return bool(glob.globmatch(rel, pattern, flags=GLOB_FLAGS))
+
+
+def tree_excludes(rel: str, pattern: str) -> bool:
+    """directory_tree's exclusion, as the reference's: a pattern with ``*`` matches the relative path; one
+    without matches the path, any entry of that name, or anything below a folder of that name."""
+    if "*" in pattern:
+        return glob_matches(rel, pattern)
+    return any(glob_matches(rel, p) for p in (pattern, f"**/{pattern}", f"**/{pattern}/**"))
+
+
+def format_size(size: int) -> str:
+    """A size as the reference's list_directory_with_sizes words it: ``512 B``, ``1.50 KB``."""
+    units = ("B", "KB", "MB", "GB", "TB")
+    if size <= 0:
+        return "0 B"
+    index = 0
+    while index + 1 < len(units) and size >= 1024 ** (index + 1):
+        index += 1
+    return f"{size} B" if index == 0 else f"{size / 1024**index:.2f} {units[index]}"
+
+
+MEDIA_TYPES = {
+    ".png": "image/png",
+    ".jpg": "image/jpeg",
+    ".jpeg": "image/jpeg",
+    ".gif": "image/gif",
+    ".webp": "image/webp",
+    ".bmp": "image/bmp",
+    ".svg": "image/svg+xml",
+    ".mp3": "audio/mpeg",
+    ".wav": "audio/wav",
+    ".ogg": "audio/ogg",
+    ".flac": "audio/flac",
+}
+_WINDOWS_PATH = re.compile(r"^[A-Za-z]:([\\/]|$)")
+
+
+def foreign_path_problem(path: str) -> str | None:
+    """Why *path* is not a path on this host (a ``~``, a Windows drive, a URL), else ``None``: taken literally
+    it would name a folder ``~`` or ``C:\\...`` inside the root and the write would land where nobody looks."""
+    if path == "~" or path.startswith(("~/", "~\\")):
+        return f"{path} starts with ~, which names no folder here; give a path inside the allowed folder"
+    if _WINDOWS_PATH.match(path):
+        return f"{path} is a Windows path; give a path inside the allowed folder"
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
+        return f"{path} is a URL, not a path; give a path inside the allowed folder"
+    return None
+
+
 def _unified(path: str, old: bytes, new: bytes) -> str:
     diff = diff_bytes(old, new)
     if diff.binary:
         return diff.binary_line
     return "\n".join([*file_headers(path, old_exists=True, new_exists=True), *diff.lines])
+
+
+class CommandJob:
+    """One running ``run_command``: its process group, stopped when the client cancels the call."""
+
+    KILL_AFTER_S = 2.0  # a command that ignores SIGTERM this long is killed
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._stopped = False
+        self._done = False
+
+    def started(self, pid: int) -> None:
+        with self._lock:
+            self._pid = pid
+            stopped = self._stopped
+        if stopped:  # the cancel came before the command started
+            self._signal(signal.SIGTERM)
+
+    def stop(self) -> None:
+        """Stop the command and what it started (its process group); what it changed is still recorded."""
+        with self._lock:
+            self._stopped = True
+        self._signal(signal.SIGTERM)
+        timer = threading.Timer(self.KILL_AFTER_S, self._signal, (signal.SIGKILL,))
+        timer.daemon = True
+        timer.start()
+
+    def ended(self) -> None:
+        with self._lock:
+            self._done = True
+
+    def _signal(self, number: int) -> None:
+        with self._lock:  # once the engine has reaped the command, its group id may name someone else's
+            if self._pid is None or self._done:
+                return
+            try:
+                os.killpg(self._pid, number)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 class Tools:
@@ -85,13 +204,32 @@ class Tools:
         inside = home.startswith(root.rstrip("/") + "/")
         self._store_rel = home[len(root.rstrip("/")) + 1 :] if inside else None  # never listed, walked or searched
 
+    def _path(self, path: str, *, follow: bool = True) -> str:
+        """*path* as the engine should see it: a ``~``, Windows or URL path refused, and links inside the root
+        followed as the reference server follows them (the engine refuses a path through a link, so the
+        path handed on names no link; one that leads outside the root is left as it is, to be refused).
+        *follow* False keeps a link at the end (a move or delete acts on the link itself)."""
+        problem = foreign_path_problem(path)
+        if problem:
+            raise ToolError(problem)
+        try:
+            absolute = turnback_paths.absolute_user_path(self.root, path)
+        except TurnbackError as exc:
+            raise ToolError(str(exc)) from exc
+        head, tail = (absolute, "") if follow else os.path.split(absolute)
+        real = os.path.realpath(head)
+        if real != self.root and not real.startswith(self.root.rstrip("/") + "/"):
+            return path
+        real = os.path.join(real, tail) if tail else real
+        return path if real == absolute else real
+
     def _hidden(self, rel: str) -> bool:
         return os.path.basename(rel) == ".git" or rel == self._store_rel
 
-    def _call(self, work: Any) -> Any:
+    def _call(self, work: Any, engine: Engine | None = None) -> Any:
         """Run *work* inside a tool turn; turnback's refusals become tool errors the model reads."""
         try:
-            with self.engine.tool_turn(self.session.id, gap_s=self.gap_s):
+            with (engine or self.engine).tool_turn(self.session.id, gap_s=self.gap_s):
                 return work()
         except TurnbackError as exc:
             raise ToolError(str(exc)) from exc
@@ -100,7 +238,7 @@ class Tools:
 
     def _read(self, path: str) -> bytes:
         try:
-            return self.engine.read(self.session.id, path, cwd=self.root)
+            return self.engine.read(self.session.id, self._path(path), cwd=self.root)
         except TurnbackError as exc:
             raise ToolError(str(exc)) from exc
         except FileNotFoundError as exc:
@@ -117,11 +255,36 @@ class Tools:
             return "".join(lines[-tail:]) if tail else ""
         return text
 
+    def read_multiple_files(self, paths: list[str]) -> str:
+        """Each file as ``PATH:\\nTEXT\\n``, or ``PATH: Error - WHY``, joined by ``---`` lines (the reference's)."""
+        parts = []
+        for path in paths:
+            try:
+                parts.append(f"{path}:\n{self._read(path).decode('utf-8', 'replace')}\n")
+            except ToolError as exc:
+                parts.append(f"{path}: Error - {exc}")
+        return "\n---\n".join(parts)
+
+    def read_media_file(self, path: str) -> ImageContent | AudioContent | EmbeddedResource:
+        data = self._read(path)
+        mime = MEDIA_TYPES.get(os.path.splitext(path)[1].lower(), "application/octet-stream")
+        encoded = base64.b64encode(data).decode("ascii")
+        if mime.startswith("image/"):
+            return ImageContent(type="image", data=encoded, mime_type=mime)
+        if mime.startswith("audio/"):
+            return AudioContent(type="audio", data=encoded, mime_type=mime)
+        uri = "file://" + os.path.join(self.root, str(self._where(path)[1] or ""))
+        return EmbeddedResource(
+            type="resource",
+            resource=BlobResourceContents(uri=uri, mime_type=mime, blob=encoded),
+        )
+
     def write_file(self, path: str, content: str) -> str:
+        target = self._path(path)
         call = self._call(
             lambda: self.engine.write(
                 self.session.id,
-                path,
+                target,
                 content.encode("utf-8"),
                 cwd=self.root,
                 tool="write_file",
@@ -132,6 +295,7 @@ class Tools:
 
     def edit_file(self, path: str, edits: list[EditOperation], dryRun: bool = False) -> str:
         original = self._read(path)
+        target = self._path(path)
         text = original.decode("utf-8", "surrogateescape")
         for number, edit in enumerate(edits, 1):
             old, new = edit["oldText"], edit["newText"]
@@ -149,7 +313,7 @@ class Tools:
         self._call(
             lambda: self.engine.write(
                 self.session.id,
-                path,
+                target,
                 edited,
                 cwd=self.root,
                 tool="edit_file",
@@ -159,12 +323,13 @@ class Tools:
         return diff
 
     def create_directory(self, path: str) -> str:
-        self._call(lambda: self.engine.mkdir(self.session.id, path, cwd=self.root))
+        target = self._path(path)
+        self._call(lambda: self.engine.mkdir(self.session.id, target, cwd=self.root))
         return f"Successfully created directory {path}"
 
-    def _where(self, path: str) -> tuple[Any, Any]:
+    def _where(self, path: str, *, follow: bool = True) -> tuple[Any, Any]:
         try:
-            return self.engine.browse(self.session.id, path, cwd=self.root)
+            return self.engine.browse(self.session.id, self._path(path, follow=follow), cwd=self.root)
         except TurnbackError as exc:
             raise ToolError(str(exc)) from exc
 
@@ -180,14 +345,41 @@ class Tools:
             if not self._hidden(f"{rel}/{name}" if rel else name)
         )
 
-    def _tree(self, tree: Any, rel: Any, exclude: list[str]) -> list[dict[str, Any]]:
+    def list_directory_with_sizes(self, path: str, sortBy: str = "name") -> str:
+        tree, rel = self._where(path)
+        try:
+            entries = [
+                (name, entry)
+                for name, entry in tree.list_folder(rel)
+                if not self._hidden(f"{rel}/{name}" if rel else name)
+            ]
+        except (OSError, TurnbackError) as exc:
+            raise ToolError(f"cannot list {path}: {exc}") from exc
+        if sortBy == "size":
+            entries.sort(key=lambda item: -item[1].size)
+        else:
+            entries.sort(key=lambda item: (item[0].casefold(), item[0]))
+        lines = [  # a folder's line has no size column (the reference pads only the size)
+            f"[DIR] {name:<30} " if entry.is_dir else f"[FILE] {name:<30} {format_size(entry.size):>10}"
+            for name, entry in entries
+        ]
+        files = [entry for _, entry in entries if not entry.is_dir]
+        lines += [
+            "",
+            f"Total: {len(files)} files, {len(entries) - len(files)} directories",
+            f"Combined size: {format_size(sum(entry.size for entry in files))}",
+        ]
+        return "\n".join(lines)
+
+    def _tree(self, tree: Any, rel: Any, exclude: list[str], top: Any) -> list[dict[str, Any]]:
         nodes = []
         for name, entry in tree.list_folder(rel):
             child = f"{rel}/{name}" if rel else name
-            if self._hidden(child) or any(fnmatch.fnmatch(child, p) or fnmatch.fnmatch(name, p) for p in exclude):
+            below = child[len(top) + 1 :] if top else child  # relative to the folder asked for
+            if self._hidden(child) or any(tree_excludes(below, p) for p in exclude):
                 continue
             if entry.is_dir:
-                nodes.append({"name": name, "type": "directory", "children": self._tree(tree, child, exclude)})
+                nodes.append({"name": name, "type": "directory", "children": self._tree(tree, child, exclude, top)})
             else:
                 nodes.append({"name": name, "type": "file"})
         return nodes
@@ -195,12 +387,27 @@ class Tools:
     def directory_tree(self, path: str, excludePatterns: list[str] | None = None) -> str:
         tree, rel = self._where(path)
         try:
-            return json.dumps(self._tree(tree, rel, excludePatterns or []), indent=2)
+            return json.dumps(self._tree(tree, rel, excludePatterns or [], rel), indent=2)
         except (OSError, TurnbackError) as exc:
             raise ToolError(f"cannot walk {path}: {exc}") from exc
 
     def move_file(self, source: str, destination: str) -> str:
-        self._call(lambda: self.engine.move(self.session.id, source, destination, cwd=self.root))
+        """Move a file, link or folder; refused when the destination exists (the reference's contract)."""
+        src_tree, src_rel = self._where(source, follow=False)
+        dst_tree, dst_rel = self._where(destination, follow=False)
+        if dst_rel is None or dst_tree.lstat(dst_rel) is not None:
+            raise ToolError(f"Destination already exists: {destination}")
+        entry = src_tree.lstat(src_rel) if src_rel is not None else None
+        if entry is not None and entry.is_dir:
+            # The engine moves files one by one; a folder moves as a command whose change the scan records,
+            # so the user takes it back like any other call.
+            src, dst = (os.path.join(self.root, str(rel)) for rel in (src_rel, dst_rel))
+            result = self._call(lambda: self.engine.run_command(self.session.id, ["mv", "--", src, dst], cwd=self.root))
+            if result.exit_code != 0:
+                raise ToolError(f"could not move {source} to {destination} (mv exit status {result.exit_code})")
+        else:
+            src, dst = self._path(source, follow=False), self._path(destination, follow=False)
+            self._call(lambda: self.engine.move(self.session.id, src, dst, cwd=self.root))
         return f"Successfully moved {source} to {destination}"
 
     def search_files(self, path: str, pattern: str, excludePatterns: list[str] | None = None) -> str:
@@ -211,9 +418,10 @@ class Tools:
         def walk(folder: Any) -> None:
             for name, entry in tree.list_folder(folder):
                 child = f"{folder}/{name}" if folder else name
-                if self._hidden(child) or any(fnmatch.fnmatch(child, p) for p in exclude):
+                below = child[len(rel) + 1 :] if rel else child  # the reference matches paths below the folder
+                if self._hidden(child) or any(glob_matches(below, p) for p in exclude):
                     continue
-                if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(child, pattern) or pattern.lower() in name.lower():
+                if glob_matches(below, pattern):
                     found.append(os.path.join(self.root, child))
                 if entry.is_dir:
                     walk(child)
@@ -232,7 +440,7 @@ class Tools:
             entry = tree.lstat(rel)
             if entry is None:
                 raise ToolError(f"{path} does not exist")
-            st = os.lstat(os.path.join(self.root, rel))
+            st = os.lstat(os.path.join(self.root, rel))  # a link here leads outside the root: not followed
         times = {
             "created": st.st_ctime,
             "modified": st.st_mtime,
@@ -245,33 +453,56 @@ class Tools:
             f"isFile: {str(stat.S_ISREG(st.st_mode)).lower()}",
             f"permissions: {stat.S_IMODE(st.st_mode):o}",
         ]
+        if stat.S_ISLNK(st.st_mode):
+            lines.append("isSymbolicLink: true")
         return "\n".join(lines)
 
     def list_allowed_directories(self) -> str:
         return f"Allowed directories:\n{self.root}"
 
     def delete_file(self, path: str) -> str:
-        self._call(lambda: self.engine.delete(self.session.id, path, cwd=self.root))
+        target = self._path(path, follow=False)
+        self._call(lambda: self.engine.delete(self.session.id, target, cwd=self.root))
         return f"Successfully deleted {path}"
 
     def run_command(self, command: str, timeout: float | None = None, cwd: str | None = None) -> str:
+        return self.run_command_at(command, self.command_workdir(cwd), timeout, CommandJob())
+
+    def command_workdir(self, cwd: str | None) -> str:
         workdir = self.root
         if cwd:
             _, rel = self._where(cwd)
             workdir = os.path.join(self.root, rel) if rel else self.root
+        return workdir
+
+    def run_command_at(self, command: str, workdir: str, timeout: float | None, job: CommandJob) -> str:
+        """Run *command* with an engine of its own, so this may run in a worker thread (an SQLite connection
+        serves the thread that opened it) while the server's engine answers other calls; *job* can stop it."""
+        engine = turnback.open(self.engine.home, confined=True)
+        try:
+            return self._run_command_with(engine, command, workdir, timeout, job)
+        finally:
+            job.ended()
+            engine.close()
+
+    def _run_command_with(
+        self, engine: Engine, command: str, workdir: str, timeout: float | None, job: CommandJob
+    ) -> str:
         with tempfile.TemporaryFile() as output:
 
             def work() -> Any:
-                return self.engine.run_command(
+                return engine.run_command(
                     self.session.id,
                     ["sh", "-c", command],
                     cwd=workdir,
                     timeout=timeout,
                     stdout=output,
                     stderr=subprocess.STDOUT,
+                    process_group=True,
+                    started=job.started,
                 )
 
-            result = self._call(work)
+            result = self._call(work, engine)
             output.seek(0)
             text = output.read().decode("utf-8", "replace")
         lines = [text.rstrip("\n")] if text else []
@@ -279,71 +510,157 @@ class Tools:
             lines.append(f"(still running after {timeout:g} s; it goes on, and its changes are recorded when it ends)")
         else:
             lines.append(f"(exit status {result.exit_code})")
-        line = result.line or command_line(result.call.changes, self.engine.load)
+        line = result.line or command_line(result.call.changes, engine.load)
         if line:
             lines.append(line)
         return "\n".join(lines)
 
 
+def _hints(*, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False) -> Any:
+    """A tool's annotations, as the reference server gives them: read-only tools say only that (clients
+    auto-approve them); the others say whether they destroy and whether repeating them changes more."""
+    if read_only:
+        return ToolAnnotations(read_only_hint=True, open_world_hint=open_world)
+    return ToolAnnotations(
+        read_only_hint=False, idempotent_hint=idempotent, destructive_hint=destructive, open_world_hint=open_world
+    )
+
+
+READS = _hints(read_only=True)
+
+
 def build_server(tools: Tools) -> MCPServer:
     server: MCPServer = MCPServer(
         "turnback",
+        version=turnback.__version__,
         instructions=(
             "File tools with checkpoints: every change can be taken back by the user with turnback. "
             f"Only paths inside {tools.root} are allowed."
         ),
     )
 
-    @server.tool(description="Read a text file (head/tail: only the first or last N lines).")
+    @server.tool(
+        title="Read File (Deprecated)",
+        description="Read a text file. Deprecated: use read_text_file.",
+        annotations=READS,
+    )
+    async def read_file(path: Path, head: int | None = None, tail: int | None = None) -> str:
+        return tools.read_text_file(path, head, tail)
+
+    @server.tool(
+        title="Read Text File",
+        description="Read a text file (head/tail: only the first or last N lines).",
+        annotations=READS,
+    )
     async def read_text_file(path: Path, head: int | None = None, tail: int | None = None) -> str:
         return tools.read_text_file(path, head, tail)
 
-    @server.tool(description="Create or overwrite a file; the earlier content is kept so the user can take it back.")
+    @server.tool(
+        title="Read Media File",
+        description="Read a file as base64 with its MIME type: images and audio as such, anything else as a resource.",
+        annotations=READS,
+        structured_output=False,
+    )
+    async def read_media_file(path: Path) -> ImageContent | AudioContent | EmbeddedResource:
+        return tools.read_media_file(path)
+
+    @server.tool(
+        title="Read Multiple Files",
+        description="Read several text files at once; a file that cannot be read says why and stops no other.",
+        annotations=READS,
+    )
+    async def read_multiple_files(paths: Annotated[list[str], Field(min_length=1)]) -> str:
+        return tools.read_multiple_files(paths)
+
+    @server.tool(
+        title="Write File",
+        description="Create or overwrite a file; the earlier content is kept so the user can take it back.",
+        annotations=_hints(read_only=False, destructive=True, idempotent=True),
+    )
     async def write_file(path: Path, content: str) -> str:
         return tools.write_file(path, content)
 
-    @server.tool(description="Replace exact text in a file (each oldText must occur once); dryRun previews the diff.")
+    @server.tool(
+        title="Edit File",
+        description="Replace exact text in a file (each oldText must occur once); dryRun previews the diff.",
+        annotations=_hints(read_only=False, destructive=True),
+    )
     async def edit_file(path: Path, edits: list[EditOperation], dryRun: bool = False) -> str:
         return tools.edit_file(path, edits, dryRun)
 
-    @server.tool(description="Create a folder, and the folders above it that are missing.")
+    @server.tool(
+        title="Create Directory",
+        description="Create a folder, and the folders above it that are missing.",
+        annotations=_hints(read_only=False, idempotent=True),
+    )
     async def create_directory(path: Path) -> str:
         return tools.create_directory(path)
 
-    @server.tool(description="List a folder: [FILE] and [DIR] entries.")
+    @server.tool(title="List Directory", description="List a folder: [FILE] and [DIR] entries.", annotations=READS)
     async def list_directory(path: Path) -> str:
         return tools.list_directory(path)
 
-    @server.tool(description="The tree below a folder as JSON (name, type, children).")
+    @server.tool(
+        title="List Directory with Sizes",
+        description="List a folder with each file's size, sorted by name or size, and the totals.",
+        annotations=READS,
+    )
+    async def list_directory_with_sizes(path: Path, sortBy: Literal["name", "size"] = "name") -> str:
+        return tools.list_directory_with_sizes(path, sortBy)
+
+    @server.tool(
+        title="Directory Tree",
+        description="The tree below a folder as JSON (name, type, children).",
+        annotations=READS,
+    )
     async def directory_tree(path: Path, excludePatterns: list[str] | None = None) -> str:
         return tools.directory_tree(path, excludePatterns)
 
-    @server.tool(description="Move or rename a file.")
+    @server.tool(
+        title="Move File",
+        description="Move or rename a file or folder; refused if the destination exists.",
+        annotations=_hints(read_only=False, destructive=True),
+    )
     async def move_file(source: Path, destination: Path) -> str:
         return tools.move_file(source, destination)
 
-    @server.tool(description="Find files below a folder whose name matches a glob pattern.")
+    @server.tool(
+        title="Search Files",
+        description="Find files and folders below a folder whose path relative to it matches a glob "
+        "('*.ext' in the folder itself, '**/*.ext' at any depth); excludePatterns are globs too.",
+        annotations=READS,
+    )
     async def search_files(path: Path, pattern: str, excludePatterns: list[str] | None = None) -> str:
         return tools.search_files(path, pattern, excludePatterns)
 
-    @server.tool(description="Size, times, kind and permissions of a file or folder.")
+    @server.tool(
+        title="Get File Info",
+        description="Size, times, kind and permissions of a file or folder.",
+        annotations=READS,
+    )
     async def get_file_info(path: Path) -> str:
         return tools.get_file_info(path)
 
-    @server.tool(description="The folder these tools may use.")
+    @server.tool(title="List Allowed Directories", description="The folder these tools may use.", annotations=READS)
     async def list_allowed_directories() -> str:
         return tools.list_allowed_directories()
 
-    @server.tool(description="Delete a file, link or empty folder; the user can take it back.")
+    @server.tool(
+        title="Delete File",
+        description="Delete a file, link or empty folder; the user can take it back.",
+        annotations=_hints(read_only=False, destructive=True, idempotent=True),
+    )
     async def delete_file(path: Path) -> str:
         return tools.delete_file(path)
 
     @server.tool(
+        title="Run Command",
         description="Run a shell command in the folder; what it changes is recorded so the user can take it back. "
-        "Returns its output, exit status and a line naming the files it changed."
+        "Returns its output, exit status and a line naming the files it changed.",
+        annotations=_hints(read_only=False, destructive=True, open_world=True),
     )
     async def run_command(command: str, timeout: float | None = None, cwd: str | None = None) -> str:
-        return tools.run_command(command, timeout, cwd)
+        return await run_command_served(tools, command, timeout, cwd)
 
     return server
 
@@ -419,6 +736,20 @@ async def _run_stdio(server: MCPServer) -> None:
     async with stdio_server() as (read_stream, write_stream):
         reader = _AnsweringReader(read_stream, write_stream)
         await lowlevel.run(reader, write_stream, lowlevel.create_initialization_options())
+
+
+async def run_command_served(tools: Tools, command: str, timeout: float | None, cwd: str | None) -> str:
+    """Run the command in a worker thread, so the server answers other calls meanwhile; when the client
+    cancels the call, its process group is stopped (the thread then records what it changed)."""
+    workdir = tools.command_workdir(cwd)
+    job = CommandJob()
+    try:
+        return await anyio.to_thread.run_sync(
+            tools.run_command_at, command, workdir, timeout, job, abandon_on_cancel=True
+        )
+    except anyio.get_cancelled_exc_class():
+        job.stop()
+        raise
 
 
 def serve(root: str, *, home: str | None = None, title: str | None = None) -> None:

@@ -113,9 +113,12 @@ class _Applier:
         tree, path = self._where(row)
         held = os.fstat(displaced.fd)
         try:
-            # The trash never keeps a setuid, setgid or sticky bit: such a file is copied without them.
+            # The trash never keeps a setuid, setgid or sticky bit: such a file is copied without them. A file
+            # with other names (a hard link to a file elsewhere) is copied too: linked, the trash would share
+            # an inode that goes on living, and changing, outside the project.
             special = held.st_mode & 0o7777 & ~PERMISSION_BITS
-            displaced.linked = not special and tree.link_into(path, self.trash, name, held)
+            shared = held.st_nlink > 1
+            displaced.linked = not special and not shared and tree.link_into(path, self.trash, name, held)
         except UnsafePathError as exc:
             if "was replaced" in str(exc):
                 raise _Changed from exc

@@ -22,15 +22,18 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Iterable
+import functools
+import sqlite3
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_snapshot, stored_entries
-from turnback.errors import BlobCorruptError, StoreError
-from turnback.model import BlobId, ProjectId, SessionId
+from turnback.errors import BlobCorruptError, RecordDamagedError, StoreError, UsageError
+from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId, TurnId
 from turnback.store import Store
 from turnback.store.crypto import ID_LEN
+from turnback.store.schema import MIGRATIONS
 
 VACUUM_FREE_BYTES = 8 << 20
 VACUUM_FREE_SHARE = 0.25
@@ -281,28 +284,142 @@ def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, pr
 
 
 class Damage(NamedTuple):
-    """What verify found: damaged blobs, the sessions and calls that need them, and SQLite's own check."""
+    """What verify found: damaged copies and records, the sessions and calls they touch, what is intact."""
 
-    blobs: tuple[bytes, ...]
-    calls_by_session: dict[str, tuple[str, ...]]
-    integrity: tuple[str, ...]
+    blobs: tuple[bytes, ...]  # copies that are damaged or missing
+    calls_by_session: dict[str, tuple[str, ...]]  # calls that can no longer be reverted (their copies)
+    integrity: tuple[str, ...]  # SQLite's own checks, the schema, rows that name a row not there
+    records_by_session: dict[str, tuple[str, ...]]  # damaged records per session ("": the store's own)
+    intact_sessions: tuple[str, ...]  # sessions whose every record and copy is intact
 
     @property
     def clean(self) -> bool:
-        return not self.blobs and not self.integrity
+        return not self.blobs and not self.integrity and not self.records_by_session
+
+
+# What a record reader raises on a record it cannot make sense of: the store's own damage errors, and the
+# ValueError/TypeError/KeyError of a value that is not what its column holds. verify reports each as damage.
+_READ_FAILURES = (StoreError, ValueError, TypeError, KeyError, IndexError)
+STORE_RECORDS = ""  # the records_by_session key of records that belong to no session (projects, the store's own)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, RecordDamagedError):
+        return exc.what
+    if isinstance(exc, UsageError):  # a row listed but not found by its id
+        return f"{exc} (it is listed, but its id does not find it: an index is damaged)"
+    return str(exc)
+
+
+def _schema_problems(store: Store) -> list[str]:
+    """The tables and indexes whose definition is not what this version's migrations make (a damaged schema)."""
+    expected_db = sqlite3.connect(":memory:")
+    try:
+        for statements in MIGRATIONS:
+            for statement in statements:
+                expected_db.execute(statement)
+        expected = {(kind, name): sql for kind, name, sql in expected_db.execute(_SCHEMA_SQL)}
+    finally:
+        expected_db.close()
+    found = {(row[0], row[1]): row[2] for row in store.db.all(_SCHEMA_SQL)}
+    return [
+        f"the definition of {kind} {name} is damaged or missing"
+        for (kind, name), sql in sorted(expected.items())
+        if found.get((kind, name)) != sql
+    ]
+
+
+_SCHEMA_SQL = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
+
+
+def _database_problems(store: Store) -> list[str]:
+    problems: list[str] = []
+    for label, check in (
+        ("integrity check", lambda: [row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok"]),
+        ("schema", lambda: _schema_problems(store)),
+        (
+            "references",
+            lambda: [
+                f"a row of {table} names a row of {parent} that is not there"
+                for table, parent in sorted({(row[0], row[2]) for row in store.db.all("PRAGMA foreign_key_check")})
+            ],
+        ),
+    ):
+        try:
+            problems += check()
+        except StoreError as exc:
+            problems.append(f"{label}: {exc}")
+    return problems
+
+
+def _damaged_records(store: Store) -> tuple[dict[str, list[str]], list[str]]:
+    """Read every record the other verbs read, through the store's own readers; what does not read, per session.
+
+    Also the ids of every session, to say which are intact.
+    """
+    found: dict[str, list[str]] = {}
+
+    def read(owner: str, reader: Callable[[], object]) -> None:
+        try:
+            reader()
+        except _READ_FAILURES as exc:
+            found.setdefault(owner, []).append(_reason(exc))
+
+    def ids(sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+        try:
+            return [row[0] for row in store.db.all(sql, params)]
+        except StoreError as exc:
+            found.setdefault(STORE_RECORDS, []).append(_reason(exc))
+            return []
+
+    def project_of(session_id: SessionId) -> object:  # log and undo of a session need its project's root
+        return store.project(store.session(session_id).project_id)
+
+    read(STORE_RECORDS, store.blobs.has_dictionary)
+    for project_id in ids("SELECT id FROM projects WHERE id NOT IN (SELECT project_id FROM sessions)"):
+        read(STORE_RECORDS, functools.partial(store.project, ProjectId(project_id)))
+    for snapshot_id in ids("SELECT id FROM snapshots"):
+        read(STORE_RECORDS, functools.partial(store.snapshot, snapshot_id))
+    sessions = ids("SELECT id FROM sessions ORDER BY id")
+    for session_id in sessions:
+        sid = SessionId(session_id)
+        read(session_id, functools.partial(store.session, sid))
+        read(session_id, functools.partial(project_of, sid))
+        read(session_id, functools.partial(store.busy_marks, sid))
+        for turn_id in ids("SELECT id FROM turns WHERE session_id=? ORDER BY number", (session_id,)):
+            for turn_reader in (store.turn, store.refs_at_turn_start, store.ref_changes):
+                read(session_id, functools.partial(turn_reader, TurnId(turn_id)))
+        for call_id in ids("SELECT id FROM calls WHERE session_id=? ORDER BY rowid", (session_id,)):
+            read(session_id, functools.partial(store.call, CallId(call_id)))
+        for op_id in ids("SELECT id FROM ops WHERE session_id=? ORDER BY id", (session_id,)):
+            read(session_id, functools.partial(store.load_plan, OpId(op_id)))
+        try:
+            notices = store.db.all("SELECT id, body_enc FROM notices WHERE session_id=? ORDER BY id", (session_id,))
+        except StoreError as exc:
+            found.setdefault(session_id, []).append(_reason(exc))
+            notices = []
+        for notice_id, body in notices:
+            read(session_id, functools.partial(store.open_notice, notice_id, body))
+    return found, sessions
+
+
+def _missing_blobs(store: Store) -> set[bytes]:
+    """Copies that changes and operations name (and the chunks their chunk lists name) but the store lacks."""
+    named = _column_blobs(store, _KEPT_SQL)
+    named |= _children(store, named)
+    present = {bytes(row[0]) for row in store.db.all("SELECT id FROM blobs")}
+    return named - present
 
 
 def verify(store: Store) -> Damage:
-    """Decrypt every blob and check its keyed hash; run SQLite's integrity check. Changes nothing.
+    """Read every record the other verbs rely on, decrypt every copy and check its keyed hash, and run
+    SQLite's checks (integrity, schema, references). Changes nothing.
 
     On a damaged database each step reports what it could not read and the
     others go on, so what is intact is still named.
     """
-    problems: list[str] = []
-    try:
-        problems += [row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok"]
-    except StoreError as exc:
-        problems.append(f"integrity check: {exc}")
+    problems = _database_problems(store)
+    records, sessions = _damaged_records(store)
     damaged: list[bytes] = []
     try:
         blob_ids = [bytes(row[0]) for row in store.db.all("SELECT id FROM blobs")]
@@ -319,6 +436,7 @@ def verify(store: Store) -> Damage:
     bad = set(damaged)
     calls: dict[str, list[str]] = {}
     try:
+        bad |= _missing_blobs(store)
         for (blob_id,) in store.db.all("SELECT id FROM blobs WHERE kind=1"):
             if _children(store, [bytes(blob_id)]) & bad:  # a chunk list with a damaged chunk is damaged
                 bad.add(bytes(blob_id))
@@ -330,11 +448,19 @@ def verify(store: Store) -> Damage:
         problems.append(f"the calls that need damaged copies cannot all be named: {exc}")
         rows = []
     for call_id, session_id, before, after in rows:
-        if (before is not None and bytes(before) in bad) or (after is not None and bytes(after) in bad):
+        if (isinstance(before, bytes) and before in bad) or (isinstance(after, bytes) and after in bad):
             session_calls = calls.setdefault(session_id, [])
             if call_id not in session_calls:
                 session_calls.append(call_id)
-    return Damage(tuple(sorted(bad)), {s: tuple(c) for s, c in calls.items()}, tuple(problems))
+    # A damaged page or index can hide rows from the readers above without an error: then no session is vouched for.
+    intact_sessions = () if problems else tuple(s for s in sessions if s not in records and s not in calls)
+    return Damage(
+        tuple(sorted(bad)),
+        {s: tuple(c) for s, c in calls.items()},
+        tuple(problems),
+        {s: tuple(dict.fromkeys(r)) for s, r in records.items()},
+        intact_sessions,
+    )
 
 
 def delete_session(store: Store, session_id: SessionId) -> None:

@@ -153,7 +153,9 @@ class BlobStore:
         row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))
         if row is None:
             raise BlobCorruptError(f"a stored copy is missing (blob {blob_id[:6].hex()})")
-        kind, sealed = int(row[0]), bytes(row[1])
+        kind, sealed = row[0], row[1]
+        if kind not in (KIND_DATA, KIND_CHUNKS, KIND_DATA_DICT) or not isinstance(sealed, bytes):
+            raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})")
         decompressor = self._decompressor
         if kind == KIND_DATA_DICT:
             self._load_dictionary(now=True)

@@ -9,7 +9,9 @@ becomes :class:`BusyError` here, where it is met.
 from __future__ import annotations
 
 import contextlib
+import os
 import sqlite3
+import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -21,25 +23,51 @@ BUSY_TIMEOUT_MS = 60_000
 WAL_LIMIT_BYTES = 4 << 20
 
 
-def _map_error(exc: sqlite3.Error) -> Exception:
+DAMAGED_READ_ONLY = "the store's database is damaged, so it is open read-only; turnback verify says what is damaged"
+
+
+def _map_error(exc: sqlite3.Error, read_only_reason: str = DAMAGED_READ_ONLY) -> Exception:
     text = str(exc)
     if "locked" in text or "busy" in text:
         return BusyError("the store is locked by another turnback process; try again")
     if "readonly" in text:
-        return StoreError(
-            "the store's database is damaged, so it is open read-only; turnback verify says what is damaged"
-        )
+        return StoreError(read_only_reason)
     return StoreError(f"the store's database failed: {text}")
 
 
+def _read_only_uri(path: str) -> str:
+    """The URI that opens *path* for reading only.
+
+    A WAL database opened read-only needs its ``-shm`` file, or a folder it
+    can create it in (sqlite.org/wal.html, "Read-Only Databases"). Where it
+    has neither (a read-only mount, a folder it may not write) and no ``-wal``
+    holds commits not yet in the database, ``immutable=1`` reads the file as
+    it is, without the shared memory.
+    """
+    uri = f"file:{urllib.parse.quote(path)}?mode=ro"
+    folder_writable = os.access(os.path.dirname(path) or ".", os.W_OK)
+    if not folder_writable and not os.access(path + "-shm", os.F_OK) and not _size(path + "-wal"):
+        uri += "&immutable=1"
+    return uri
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
 class Database:
-    def __init__(self, path: str, *, read_only: bool = False):
+    def __init__(self, path: str, *, read_only: bool = False, read_only_reason: str = DAMAGED_READ_ONLY):
+        """*read_only_reason*: what a write to a read-only database says (why it is open read-only)."""
         self.path = path
         self.read_only = read_only
+        self.read_only_reason = read_only_reason
         try:
             if read_only:
                 self._conn = sqlite3.connect(
-                    f"file:{path}?mode=ro", uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+                    _read_only_uri(path), uri=True, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
                 )
             else:
                 self._conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
@@ -51,7 +79,7 @@ class Database:
             self._conn.execute("PRAGMA synchronous=FULL")
             self._conn.execute("PRAGMA foreign_keys=ON")
         except sqlite3.Error as exc:
-            raise _map_error(exc) from exc
+            raise _map_error(exc, self.read_only_reason) from exc
         self._depth = 0
 
     def close(self) -> None:
@@ -83,7 +111,7 @@ class Database:
                 self._conn.execute("PRAGMA synchronous=NORMAL")
             self._conn.execute("BEGIN IMMEDIATE")
         except sqlite3.Error as exc:
-            raise _map_error(exc) from exc
+            raise _map_error(exc, self.read_only_reason) from exc
         self._depth = 1
         try:
             yield
@@ -100,7 +128,7 @@ class Database:
         except sqlite3.Error as exc:
             with contextlib.suppress(sqlite3.Error):
                 self._conn.execute("ROLLBACK")
-            raise _map_error(exc) from exc
+            raise _map_error(exc, self.read_only_reason) from exc
         finally:
             if not durable:
                 self._conn.execute("PRAGMA synchronous=FULL")
@@ -110,20 +138,27 @@ class Database:
         try:
             return self._conn.execute(sql, params)
         except sqlite3.Error as exc:
-            raise _map_error(exc) from exc
+            raise _map_error(exc, self.read_only_reason) from exc
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         try:
             self._conn.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise _map_error(exc) from exc
+            raise _map_error(exc, self.read_only_reason) from exc
 
     def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
-        row = self.execute(sql, params).fetchone()
-        return None if row is None else row
+        cursor = self.execute(sql, params)
+        try:  # SQLite reads most pages while stepping, not when the statement starts: damage shows up here
+            return cursor.fetchone()
+        except sqlite3.Error as exc:
+            raise _map_error(exc, self.read_only_reason) from exc
 
     def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
-        return self.execute(sql, params).fetchall()
+        cursor = self.execute(sql, params)
+        try:
+            return cursor.fetchall()
+        except sqlite3.Error as exc:
+            raise _map_error(exc, self.read_only_reason) from exc
 
     def schema_version(self) -> int:
         has_meta = self.one("SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'")

@@ -12,9 +12,9 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, get_args
 
-from turnback.errors import StoreError, UsageError
+from turnback.errors import BlobCorruptError, RecordDamagedError, StoreError, UsageError
 from turnback.fsio import ensure_private_dir
 from turnback.model import (
     BlobId,
@@ -26,6 +26,7 @@ from turnback.model import (
     FileState,
     IdSource,
     OpId,
+    OpKind,
     OpStatus,
     Plan,
     PlanRow,
@@ -34,19 +35,22 @@ from turnback.model import (
     ProjectId,
     RefChange,
     RefUpdate,
+    RowAction,
     RowStatus,
     Session,
     SessionId,
+    StateKind,
     Turn,
     TurnId,
     TurnStatus,
     UndoState,
+    short_id,
 )
 from turnback.paths import RelPath
 from turnback.store import keys
 from turnback.store.blobs import BlobStore
-from turnback.store.crypto import Crypto, Keys
-from turnback.store.db import Database
+from turnback.store.crypto import ID_LEN, Crypto, Keys
+from turnback.store.db import DAMAGED_READ_ONLY, Database
 from turnback.store.schema import SCHEMA_VERSION
 
 DB_NAME = "turnback.db"
@@ -117,6 +121,66 @@ def _damaged(error: StoreError) -> bool:
     return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
 
 
+# What a sealed value's associated data names: its table's owner (and the item in it), for messages.
+_SEALED_OWNERS = {
+    "projects": ("project", None),
+    "sessions": ("session", None),
+    "turns": ("turn", None),
+    "calls": ("call", None),
+    "changes": ("call", "change"),
+    "ops": ("operation", None),
+    "op_rows": ("operation", "row"),
+    "ref_changes": ("turn", "git ref change"),
+    "busy_marks": ("busy mark", None),
+    "notices": ("notice", None),
+    "snapshots": ("snapshot", None),
+}
+
+
+def sealed_where(context: str) -> str:
+    """``changes.path:CALL:SEQ`` as "the path of change SEQ of call CALL": where a sealed value belongs."""
+    name, _, ids = context.partition(":")
+    table, _, column = name.partition(".")
+    owner, item = _SEALED_OWNERS.get(table, (table, None))
+    first, _, seq = ids.partition(":")
+    where = f"{owner} {short_id(first)}"
+    if item:
+        where = f"{item} {seq} of {where}"
+    return f"the {column.replace('_', ' ')} of {where}" if column else where
+
+
+def _one_of(value: Any, allowed: tuple[str, ...], what: str) -> Any:
+    """*value* when it is one of *allowed*; else the record holding it is damaged (a flipped byte, a bad page)."""
+    if value not in allowed:
+        raise RecordDamagedError(what)
+    return value
+
+
+def _number(value: Any, what: str, *, optional: bool = True) -> Any:
+    if (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RecordDamagedError(what)
+
+
+def _blob_id(value: Any, what: str) -> BlobId | None:
+    if value is None:
+        return None
+    if not isinstance(value, bytes) or len(value) != ID_LEN:
+        raise RecordDamagedError(what)
+    return BlobId(value)
+
+
+_STATE_KINDS: tuple[str, ...] = get_args(StateKind)
+_CALL_STATUSES: tuple[str, ...] = get_args(CallStatus)
+_CALL_KINDS: tuple[str, ...] = get_args(CallKind)
+_TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
+_UNDO_STATES: tuple[str, ...] = get_args(UndoState)
+_ROW_ACTIONS: tuple[str, ...] = get_args(RowAction)
+_ROW_STATUSES: tuple[str, ...] = get_args(RowStatus)
+_OP_KINDS: tuple[str, ...] = get_args(OpKind)
+_OP_STATUSES: tuple[str, ...] = get_args(OpStatus)
+
+
 def _state_columns(state: FileState | None) -> tuple[Any, ...]:
     if state is None:
         return (None, None, None, None)
@@ -173,6 +237,24 @@ def _refuse_emptied_database(home: str) -> None:
         )
 
 
+def _read_only_reason(home: str) -> str | None:
+    """Why the store in *home* can only be read (a read-only mount, a folder or database it may not write);
+    None when it can be written, or has no database yet."""
+    db_path = os.path.join(home, DB_NAME)
+    if not os.path.isfile(db_path):
+        return None
+    if os.access(home, os.W_OK) and os.access(db_path, os.W_OK):
+        return None
+    if os.statvfs(home).f_flag & os.ST_RDONLY:
+        why = "it is on a read-only file system"
+    else:
+        why = "its folder or its database may not be written"
+    return (
+        f"the store at {home} is read-only ({why}): log, show, diff and verify work; "
+        "this command needs to write to it, so nothing was done"
+    )
+
+
 class Store:
     """An open store. Use :meth:`open`; close with :meth:`close` or ``with``."""
 
@@ -224,6 +306,9 @@ class Store:
         home = os.path.abspath(home)
         ensure_private_dir(home)
         _refuse_emptied_database(home)
+        read_only = _read_only_reason(home)
+        if read_only is not None:
+            return cls._open_read_only(home, read_only, key_secret=key_secret, clock=clock, ids=ids)
         try:
             try:
                 store = cls._open_writable(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
@@ -247,22 +332,38 @@ class Store:
                 f"nothing was changed or deleted, and the plain copies in {os.path.join(home, TRASH_DIR)} are intact"
             )
             try:
-                db = Database(os.path.join(home, DB_NAME), read_only=True)
+                return cls._open_read_only(home, DAMAGED_READ_ONLY, key_secret=key_secret, clock=clock, ids=ids)
             except StoreError as again:
                 raise unreadable from again
-            try:
-                meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
-                master = keys.master_for_existing_store(
-                    home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
-                )
-                crypto = Crypto(Keys.from_master(master))
-                crypto.verify_key_check(meta["key_check"])
-            except (StoreError, KeyError) as again:
-                db.close()
-                raise unreadable from again
-            store = cls(home, db, crypto, clock=clock, ids=ids)
-            store.key_secret = key_secret
-            return store
+
+    @classmethod
+    def _open_read_only(
+        cls,
+        home: str,
+        reason: str,
+        *,
+        key_secret: str | None,
+        clock: Callable[[], int],
+        ids: IdSource | None,
+    ) -> Store:
+        """The store opened for reading only; a write then fails with *reason*."""
+        db = Database(os.path.join(home, DB_NAME), read_only=True, read_only_reason=reason)
+        try:
+            meta = {row[0]: bytes(row[1]) for row in db.all("SELECT key, value FROM meta")}
+            master = keys.master_for_existing_store(
+                home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
+            )
+            crypto = Crypto(Keys.from_master(master))
+            crypto.verify_key_check(meta["key_check"])
+        except KeyError as exc:
+            db.close()
+            raise StoreError(f"the store at {home} lacks its key record ({exc})") from exc
+        except BaseException:
+            db.close()
+            raise
+        store = cls(home, db, crypto, clock=clock, ids=ids)
+        store.key_secret = key_secret
+        return store
 
     @classmethod
     def _open_writable(
@@ -354,7 +455,21 @@ class Store:
         return self.crypto.seal_text(text, context)
 
     def _open(self, sealed: bytes | None, context: str) -> str | None:
-        return self.crypto.open_text(None if sealed is None else bytes(sealed), context)
+        if sealed is None:
+            return None
+        return self._open_bytes(sealed, context).decode("utf-8", "surrogateescape")
+
+    def _open_bytes(self, sealed: bytes, context: str) -> bytes:
+        """Open a sealed column value; a damaged one (or one moved from another row) says which record it is."""
+        if not isinstance(sealed, bytes):
+            raise RecordDamagedError(sealed_where(context))
+        try:
+            return self.crypto.open(sealed, context.encode("utf-8", "surrogateescape"))
+        except BlobCorruptError as exc:
+            raise RecordDamagedError(sealed_where(context)) from exc
+
+    def _open_json(self, sealed: bytes, context: str) -> Any:
+        return json.loads(self._open_bytes(sealed, context).decode("utf-8", "surrogateescape"))
 
     def path_id(self, scope: str, path: str) -> bytes:
         """The keyed id of *path* in *scope*: a project id, or ``OUTSIDE_SCOPE`` for an absolute outside path."""
@@ -382,8 +497,8 @@ class Store:
 
     def project(self, project_id: ProjectId) -> Project:
         row = self.db.one("SELECT id, root_enc FROM projects WHERE id=?", (project_id,))
-        if row is None:
-            raise UsageError(f"no project {project_id}")
+        if row is None:  # every project id comes from a stored record (a session's, a plan's)
+            raise RecordDamagedError(f"project {short_id(project_id)}, which a stored record names, is missing")
         root = self._open(row[1], f"projects.root:{row[0]}")
         assert root is not None
         return Project(ProjectId(row[0]), root)
@@ -504,17 +619,18 @@ class Store:
     )
 
     def _turn_from_row(self, row: Sequence[Any], calls: tuple[Call, ...] = (), *, with_refs: bool = False) -> Turn:
+        what = f"turn {short_id(str(row[0]))}"
         return Turn(
             id=TurnId(row[0]),
             session_id=SessionId(row[1]),
-            number=row[2],
+            number=_number(row[2], what, optional=False),
             parent=TurnId(row[3]) if row[3] else None,
             message=self._open(row[4], f"turns.message:{row[0]}"),
-            status=row[5],
-            undone=row[6],
-            started_at=row[7],
-            ended_at=row[8],
-            holder_pid=row[9],
+            status=_one_of(row[5], _TURN_STATUSES, what),
+            undone=_one_of(row[6], _UNDO_STATES, what),
+            started_at=_number(row[7], what, optional=False),
+            ended_at=_number(row[8], what),
+            holder_pid=_number(row[9], what),
             calls=calls,
             refs=self.ref_changes(TurnId(row[0])) if with_refs else (),
             resent=bool(row[11]),
@@ -563,7 +679,7 @@ class Store:
         row = self.db.one("SELECT refs_before_enc FROM turns WHERE id=?", (turn_id,))
         if row is None or row[0] is None:
             return None
-        data: dict[str, str] = json.loads(self.crypto.open(bytes(row[0]), f"turns.refs_before:{turn_id}".encode()))
+        data: dict[str, str] = self._open_json(row[0], f"turns.refs_before:{turn_id}")
         return data
 
     def add_ref_changes(self, turn_id: TurnId, moves: Sequence[tuple[str, str | None, str | None]]) -> None:
@@ -587,7 +703,7 @@ class Store:
         for change_id, seq, body, reverted in self.db.all(
             "SELECT id, seq, body_enc, reverted FROM ref_changes WHERE turn_id=? ORDER BY seq", (turn_id,)
         ):
-            name, before, after = json.loads(self.crypto.open(bytes(body), f"ref_changes:{turn_id}:{seq}".encode()))
+            name, before, after = self._open_json(body, f"ref_changes:{turn_id}:{seq}")
             changes.append(RefChange(change_id, turn_id, name, before, after, bool(reverted)))
         return tuple(changes)
 
@@ -813,22 +929,24 @@ class Store:
 
     def _change_from_row(self, row: Sequence[Any]) -> Change:
         where = f"{row[1]}:{row[2]}"
+        what = f"change {row[2]} of call {short_id(str(row[1]))}"
         path = self._open(row[3], f"changes.path:{where}")
-        assert path is not None
+        if path is None:
+            raise RecordDamagedError(what)
         before = FileState(
-            kind=row[4],
-            blob=BlobId(bytes(row[5])) if row[5] is not None else None,
-            size=row[6],
-            mode=row[7],
+            kind=_one_of(row[4], _STATE_KINDS, what),
+            blob=_blob_id(row[5], what),
+            size=_number(row[6], what),
+            mode=_number(row[7], what),
             target=self._open(row[8], f"changes.before_target:{where}"),
         )
         after = None
         if row[9] is not None:
             after = FileState(
-                kind=row[9],
-                blob=BlobId(bytes(row[10])) if row[10] is not None else None,
-                size=row[11],
-                mode=row[12],
+                kind=_one_of(row[9], _STATE_KINDS, what),
+                blob=_blob_id(row[10], what),
+                size=_number(row[11], what),
+                mode=_number(row[12], what),
                 target=self._open(row[13], f"changes.after_target:{where}"),
             )
         return Change(
@@ -856,20 +974,23 @@ class Store:
 
     def _call_from_row(self, row: Sequence[Any], *, with_changes: bool = True) -> Call:
         call_id = CallId(row[0])
+        what = f"call {short_id(call_id)}"
+        if not isinstance(row[3], str):
+            raise RecordDamagedError(what)
         return Call(
             id=call_id,
             turn_id=TurnId(row[1]),
             session_id=SessionId(row[2]),
             tool=row[3],
             input=self._open(row[4], f"calls.input:{call_id}"),
-            status=row[5],
-            started_at=row[6],
-            ended_at=row[7],
+            status=_one_of(row[5], _CALL_STATUSES, what),
+            started_at=_number(row[6], what, optional=False),
+            ended_at=_number(row[7], what),
             error=self._open(row[8], f"calls.error:{call_id}"),
             changes=self.changes_of_call(call_id) if with_changes else (),
-            kind=row[9],
-            exit_code=row[10],
-            pid=row[11],
+            kind=_one_of(row[9], _CALL_KINDS, what),
+            exit_code=_number(row[10], what),
+            pid=_number(row[11], what),
             late=bool(row[12]),
             unasked=bool(row[13]),
         )
@@ -1005,18 +1126,19 @@ class Store:
         )
         if op is None:
             raise UsageError(f"no operation {op_id}")
-        spec = json.loads(self.crypto.open(bytes(op[5]), f"ops.spec:{op_id}".encode()))
+        what = f"operation {short_id(op_id)}"
+        _one_of(op[3], _OP_KINDS, what)
+        _one_of(op[4], _OP_STATUSES, what)
+        spec = self._open_json(op[5], f"ops.spec:{op_id}")
         rows: list[PlanRow] = []
         for seq, action, status, body_enc, result_enc in self.db.all(
             "SELECT seq, action, status, body_enc, result_enc FROM op_rows WHERE op_id=? ORDER BY seq",
             (op_id,),
         ):
-            body = json.loads(
-                self.crypto.open(bytes(body_enc), f"op_rows.body:{op_id}:{seq}".encode()).decode(
-                    "utf-8", "surrogateescape"
-                )
-            )
+            body = self._open_json(body_enc, f"op_rows.body:{op_id}:{seq}")
             note = self._open(result_enc, f"op_rows.result:{op_id}:{seq}")
+            _one_of(action, _ROW_ACTIONS, f"row {seq} of {what}")
+            _one_of(status, _ROW_STATUSES, f"row {seq} of {what}")
             rows.append(
                 PlanRow(
                     seq=seq,
@@ -1161,12 +1283,15 @@ class Store:
             self.db.executemany("UPDATE notices SET delivered=1 WHERE id=?", [(row[0],) for row in rows])
         items = []
         for notice_id, body in rows:
-            path, text = json.loads(
-                self.crypto.open(bytes(body), f"notices:{notice_id}".encode()).decode("utf-8", "surrogateescape")
-            )
+            path, text = self.open_notice(notice_id, body)
             if (path, text) not in items:
                 items.append((path, text))
         return items
+
+    def open_notice(self, notice_id: int, body: bytes) -> tuple[str, str]:
+        """A notice's path and text, from its sealed row."""
+        path, text = self._open_json(body, f"notices:{notice_id}")
+        return str(path), str(text)
 
     def must_read(self, session_id: SessionId, path: str) -> bool:
         row = self.db.one(
@@ -1238,7 +1363,7 @@ class Store:
 
     def snapshot(self, snapshot_id: str) -> bytes | None:
         row = self.db.one("SELECT data_enc FROM snapshots WHERE id=?", (snapshot_id,))
-        return None if row is None else self.crypto.open(bytes(row[0]), f"snapshots:{snapshot_id}".encode())
+        return None if row is None else self._open_bytes(row[0], f"snapshots:{snapshot_id}")
 
     def latest_snapshot(self, project_id: ProjectId) -> CachedSnapshot | None:
         """The project's stat cache, if it has one."""
@@ -1249,7 +1374,7 @@ class Store:
         )
         if row is None:
             return None
-        return CachedSnapshot(row[0], self.crypto.open(bytes(row[1]), f"snapshots:{row[0]}".encode()), row[2], row[3])
+        return CachedSnapshot(row[0], self._open_bytes(row[1], f"snapshots:{row[0]}"), row[2], row[3])
 
     def cache_content_bytes(self, project_id: ProjectId) -> int | None:
         """What the project's stat cache's copies hold, without reading it (None: not known)."""
