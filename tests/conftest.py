@@ -159,6 +159,24 @@ def second_user(name: str) -> list[str]:
     return [runuser, "-u", name, "--"]
 
 
+def python_for_user(prefix: list[str]) -> tuple[str, dict[str, str]]:
+    """An interpreter the user that *prefix* runs as can start turnback with, and what to add to its
+    environment: this one, or (when this one lives where the user cannot reach, e.g. under /root) the
+    system's Python of the same version, given this environment's packages. Skips, saying why, if neither."""
+    import site
+    import sysconfig
+
+    if subprocess.run([*prefix, sys.executable, "-c", "pass"], capture_output=True).returncode == 0:
+        return sys.executable, {}
+    system = shutil.which(f"python{sys.version_info.major}.{sys.version_info.minor}", path="/usr/bin:/bin")
+    packages = os.pathsep.join([str(ROOT / "src"), sysconfig.get_paths()["purelib"], *site.getsitepackages()])
+    if system is not None:
+        probe = [*prefix, "env", f"PYTHONPATH={packages}", system, "-c", "import turnback.engine"]
+        if subprocess.run(probe, capture_output=True).returncode == 0:
+            return system, {"PYTHONPATH": packages}
+    pytest.skip(f"no Python this user can run turnback with ({sys.executable} is out of its reach, {system=})")
+
+
 def run_cli(
     home: Path,
     *args: str,
@@ -167,10 +185,11 @@ def run_cli(
     env: dict[str, str] | None = None,
     prefix: list[str] | None = None,
     timeout: float = 120.0,
+    python: str | None = None,
 ) -> Result:
     """Run ``python -m turnback ARGS`` as a subprocess with a cleared environment (and a deadline)."""
     proc = subprocess.run(
-        [*(prefix or []), sys.executable, "-m", "turnback", *args],
+        [*(prefix or []), python or sys.executable, "-m", "turnback", *args],
         input=stdin,
         capture_output=True,
         cwd=cwd,

@@ -57,7 +57,7 @@ from turnback.ops.busy import (
     session_apply_lock,
 )
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
-from turnback.procs import process_alive, process_start
+from turnback.procs import hide_own_environment, process_alive, process_start
 from turnback.store import Store
 
 if TYPE_CHECKING:  # imported where used: a hook process imports only what its event needs
@@ -70,6 +70,13 @@ if TYPE_CHECKING:  # imported where used: a hook process imports only what its e
 
 TURN_WAIT_S = 60.0
 WATCH_START_S = 10.0
+
+
+def _agent_command_environment() -> dict[str, str]:
+    """The environment for an agent's command about to start, with this process's own (which may hold the
+    store's key) hidden from it: the command runs as the same user and could read ``/proc/PPID/environ``."""
+    hide_own_environment()
+    return agent_environment()
 
 
 class CommandNotStarted(UsageError):
@@ -908,7 +915,7 @@ class Engine:
                     target.turn, "exec", json.dumps({"command": list(argv)}), kind="command"
                 )
             code = subprocess.run(
-                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False, env=agent_environment()
+                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, check=False, env=_agent_command_environment()
             ).returncode
             with self.store.transaction():
                 self.store.finish_call(call_id, "done", exit_code=code)
@@ -927,7 +934,12 @@ class Engine:
         try:
             group = 0 if process_group else None
             proc = subprocess.Popen(
-                list(argv), cwd=workdir, stdout=stdout, stderr=stderr, process_group=group, env=agent_environment()
+                list(argv),
+                cwd=workdir,
+                stdout=stdout,
+                stderr=stderr,
+                process_group=group,
+                env=_agent_command_environment(),
             )
         except OSError as exc:
             with self.store.transaction():
@@ -1028,7 +1040,7 @@ class Engine:
                     stdout=sink,
                     stderr=sink,
                     process_group=0,
-                    env=agent_environment(),
+                    env=_agent_command_environment(),
                 )
             except OSError as exc:
                 with self.store.transaction():

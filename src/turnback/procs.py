@@ -66,4 +66,24 @@ def process_alive(pid: int, start: int | None) -> bool:
         return True
 
 
-__all__ = ["parent_and_name", "process_alive", "process_start"]
+def hide_own_environment() -> None:
+    """Keep other processes of this user (an agent's command among them) from reading this process's memory
+    and ``/proc/PID/environ``, where the store's key may be: Linux's ``PR_SET_DUMPABLE`` 0.
+
+    An agent's command runs as the same user, so without this it could read the key from its parent
+    (``turnback exec``, a job's runner, the MCP server). It is per process and kept until it ends; the
+    commands it starts are dumpable again (exec resets it). Elsewhere, or if the call fails, nothing changes.
+    """
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, SUID_DUMP_DISABLE
+    except (OSError, AttributeError):
+        pass
+
+
+__all__ = ["hide_own_environment", "parent_and_name", "process_alive", "process_start"]

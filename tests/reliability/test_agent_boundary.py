@@ -13,12 +13,17 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_KEY, run_cli
+from tests.conftest import TEST_KEY, Result, cli_env, make_project, python_for_user, run_cli, second_user
 from tests.reliability.helpers import record
 
 JOB_WAIT_S = 30.0
@@ -80,6 +85,50 @@ def test_a_background_job_gets_no_key_store_or_relay_setting(home: Path, project
     assert [job["status"] for job in jobs] == ["done"], jobs  # type: ignore[union-attr]
     assert_no_store_settings(output.read_text(), home)
     record("agent-boundary", case="job environment", leaked=0)
+
+
+PARENT_ENVIRON = 'tr "\\0" "\\n" < /proc/$PPID/environ; echo "read: $?"'
+
+
+AGENT_USER = "tbagent"
+
+
+@pytest.mark.parametrize("background", [False, True], ids=["exec", "job"])
+def test_the_command_cannot_read_the_key_from_its_parent_s_environment(background: bool) -> None:
+    """The command runs as the same user as ``turnback exec`` (or the job's runner), whose environment holds
+    the key: reading ``/proc/$PPID/environ`` must fail. As a real unprivileged user: root reads anything."""
+    prefix = second_user(AGENT_USER) if os.geteuid() == 0 else []
+    python, extra_env = python_for_user(prefix)
+    top = Path(tempfile.mkdtemp(prefix="tb-agent-"))  # a folder the user owns: pytest's are root's alone
+    try:
+        home, project, output = top / "store", make_project(top / "project"), top / "job.out"
+        if prefix:
+            owner = pwd.getpwnam(AGENT_USER)
+            for folder, _dirs, files in os.walk(top):
+                for name in [folder, *(os.path.join(folder, f) for f in files)]:
+                    os.chown(name, owner.pw_uid, owner.pw_gid, follow_symlinks=False)
+
+        # One shell runs every step: a turn belongs to the process that began it (here, that shell).
+        extra = f"--background --output {output}" if background else ""
+        script = (
+            f'set -e; tb() {{ {python} -m turnback "$@"; }}; tb init >/dev/null; S=$(tb session new);'
+            f" tb turn begin --session $S; tb exec --session $S {extra} -- sh -c '{PARENT_ENVIRON}'"
+        )
+        env = cli_env(home, extra_env)
+        proc = subprocess.run([*prefix, "sh", "-c", script], cwd=project, env=env, capture_output=True, timeout=120)
+        ran = Result(proc.returncode, proc.stdout.decode(), proc.stderr.decode())
+        assert ran.rc == 0, ran.err
+        if background:
+            deadline = time.monotonic() + JOB_WAIT_S
+            while "read: " not in (output.read_text() if output.exists() else ""):
+                assert time.monotonic() < deadline, "the job never ran"
+                time.sleep(0.1)
+        seen = output.read_text() if background else ran.out + ran.err
+        assert "Permission denied" in seen and "read: 0" not in seen, seen  # the read was refused ...
+        assert TEST_KEY not in seen and "TURNBACK_" not in seen, seen  # ... and nothing of turnback's came out
+        record("agent-boundary", case=f"parent environment ({'job' if background else 'exec'})", leaked=0)
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
 
 
 # -- 2. the store's folder is never a change ---------------------------------------------------
