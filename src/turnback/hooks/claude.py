@@ -38,7 +38,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
-from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, parse, wanted
+from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
 
 HARNESS = "claude-code"
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
@@ -351,7 +351,7 @@ def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
         return (json.dumps(output) + "\n" if output else ""), ""
     except Exception as exc:  # never block the agent: say it once, log the rest
         _log_failure(home)
-        return "", f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n"
+        return "", failure_line(exc)
 
 
 def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
@@ -369,7 +369,7 @@ def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: I
             return 0
         out, err = handle(event, Caller.this_process(), default_home())
     except Exception as exc:  # never block the agent: a folder gone, stdin unreadable
-        out, err = "", f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n"
+        out, err = "", failure_line(exc)
     stdout.write(out)
     stderr.write(err)
     return 0

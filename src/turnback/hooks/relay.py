@@ -105,6 +105,13 @@ def wanted(event: dict[str, Any]) -> bool:
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
 
 
+def failure_line(exc: BaseException) -> str:
+    """The one line a hook prints about turnback's own trouble (it names paths: control characters escaped)."""
+    from turnback.render.terminal import escape_line  # only on this rare path: a hook imports little
+
+    return escape_line(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on") + "\n"
+
+
 def _at_socket(home: str, call: Callable[[str], None]) -> None:
     """``call(path)`` with a path to the relay's socket in *home* that fits a Unix socket address (108 bytes)
     however deep the store is: through this process's descriptor of the folder."""
@@ -203,7 +210,7 @@ def hook_main() -> int:
     try:
         return _hook()
     except Exception as exc:  # never block the agent (the event's own trouble is handled and logged deeper)
-        sys.stderr.write(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on\n")
+        sys.stderr.write(failure_line(exc))
         return 0
 
 
