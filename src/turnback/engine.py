@@ -1174,11 +1174,14 @@ class Engine:
         self,
         session_id: SessionId,
         *,
-        turn: int | None = None,
-        from_turn: int | None = None,
+        turn: int | str | None = None,
+        from_turn: int | str | None = None,
         force: bool = False,
     ) -> Plan:
-        """Plan an undo (stored, not applied). An interrupted operation of the session comes back first."""
+        """Plan an undo (stored, not applied). An interrupted operation of the session comes back first.
+
+        *turn* and *from_turn* are a turn's number or its id (or a unique prefix), as ``log`` prints them.
+        """
         from turnback.ops.plan import plan_undo, select_undo_turns
         from turnback.render.summary import turn_title
 
@@ -1187,13 +1190,14 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
+        number, from_number = self._turn_number(session_id, turn), self._turn_number(session_id, from_turn)
         turns = self.active_line(session_id)
         changed = self.store.turns_with_changes(session_id)
         if session.incognito and not changed:
             raise NothingToDoError("nothing to undo: this session is incognito, so it keeps no copies")
         chosen = [
             self.store.turn(t.id, with_calls=True)
-            for t in select_undo_turns(turns, changed, number=turn, from_number=from_turn, force=force)
+            for t in select_undo_turns(turns, changed, number=number, from_number=from_number, force=force)
         ]
         project = self.project_of(session)
         plan = plan_undo(
@@ -1261,10 +1265,23 @@ class Engine:
             )
         return turn
 
-    def plan_rollback(self, session_id: SessionId, target: str, *, expect_head: str | None = None) -> Plan:
+    def _turn_number(self, session_id: SessionId, ref: int | str | None) -> int | None:
+        """The number of the turn *ref* names (a number, or an id or unique prefix of one)."""
+        if ref is None or isinstance(ref, int):
+            return ref
+        if ref.strip().isdigit() and len(ref.strip()) < 12:
+            return int(ref)  # a number the session may not have: the undo says so in its words
+        turn = self._turn_ref(session_id, ref)
+        return 0 if turn is None else turn.number
+
+    def plan_rollback(
+        self, session_id: SessionId, target: str, *, expect_head: str | None = None, confirming: bool = False
+    ) -> Plan:
         """Plan rolling back to turn *target* (number or id; ``0``: the session's start), stored, not applied.
 
         *expect_head* is the head the caller saw (number or id): a stale one is refused, nothing changed.
+        *confirming* without *expect_head*: the head the session's last rollback preview saw is expected,
+        so a turn that arrived after the preview is never rolled back unseen.
         """
         from turnback.ops.plan import plan_rollback
         from turnback.render.summary import turn_title
@@ -1274,6 +1291,15 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
+        if expect_head is None and confirming:
+            previewed = self._last_rollback_preview(session_id)
+            if previewed is not None and previewed.head_from != session.head:
+                seen = self.store.turn(previewed.head_from).number if previewed.head_from else 0
+                now = self.store.turn(session.head).number if session.head else 0
+                raise RefusedError(
+                    f"the head moved since the preview: it showed turn {seen}, the head is now turn {now}. "
+                    f"Nothing was changed: look again (turnback rollback {target})"
+                )
         if expect_head is not None:
             seen = self._turn_ref(session_id, expect_head)
             if (seen.id if seen else None) != session.head:
@@ -1305,6 +1331,17 @@ class Engine:
         )
         self.store.save_plan(plan)
         return plan
+
+    def _last_rollback_preview(self, session_id: SessionId) -> Plan | None:
+        """The session's newest rollback plan shown since its last applied operation (None: none kept)."""
+        applied = self.store.ops_in_status(session_id, "done")
+        for op_id in reversed(self.store.ops_in_status(session_id, "planned")):
+            if applied and op_id < applied[-1]:
+                break  # shown before an operation that changed the session: that preview is spent
+            plan = self.store.load_plan(op_id)
+            if plan.kind == "rollback":
+                return plan
+        return None
 
     def plan_resend(self, session_id: SessionId, target: str, *, mode: str = "revert") -> Plan:
         """Plan editing and resending turn *target*'s message: the calls from that turn on are taken away.

@@ -42,7 +42,8 @@ def test_rollback_keeps_the_abandoned_branch_and_a_new_turn_starts_a_new_one(cli
         f"rewind turn 2 ({short_id(t2)}): two",
         "trash       sub/new2.txt",
         "trash       sub/",
-        "this changes nothing yet: turnback rollback 1 --confirm applies it",
+        f"this changes nothing yet: turnback rollback 1 --session {sid} --confirm --expect-head {short_id(t3)}"
+        " applies it",
     ]
     assert tree_state(project) == after_three
     assert log_json(cli, sid)["head"] == t3

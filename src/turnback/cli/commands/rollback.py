@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback import short_id
 from turnback.cli import _common
 from turnback.render import data, text
 
@@ -32,11 +33,15 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
-    plan = engine.plan_rollback(ctx.session().id, args.turn, expect_head=args.expect_head)
+    plan = engine.plan_rollback(ctx.session().id, args.turn, expect_head=args.expect_head, confirming=args.confirm)
     hidden = engine.hidden_paths(plan.session_id, [row.path for row in plan.rows if row.conflict])
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
     if not args.confirm:
-        out.line(f"this changes nothing yet: turnback rollback {args.turn} --confirm applies it")
+        # The exact confirm: pinned to the head this preview saw (its id also names the session).
+        head = short_id(plan.head_from) if plan.head_from else "0"
+        session = f" --session {args.session}" if args.session else ""
+        command = f"turnback rollback {args.turn}{session} --confirm --expect-head {head}"
+        out.line(f"this changes nothing yet: {command} applies it")
         out.json({**data.plan_data(plan, applied=False), "turns": list(plan.turn_ids)})
         return 0
     result = engine.apply(plan)

@@ -19,12 +19,14 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     parser.add_argument(
         "n",
         nargs="?",
-        type=int,
         metavar="N",
-        help="undo turn N alone (newer turns must be undone, or --force)",
+        help="undo turn N alone: its number or id (newer turns must be undone, or --force)",
     )
     parser.add_argument(
-        "--from", dest="from_n", type=int, metavar="N", help="undo turn N and every later turn, newest first"
+        "--from",
+        dest="from_n",
+        metavar="N",
+        help="undo turn N (number or id) and every later turn, newest first",
     )
     parser.add_argument(
         "--force",

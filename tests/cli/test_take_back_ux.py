@@ -1,0 +1,56 @@
+"""Taking back what was shown, from the session the user means (issue 13)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import tree_state
+from tests.history.helpers import cli_turn, log_json, new_session, short_id, turn_id
+
+
+def test_a_rollback_confirm_applies_what_the_preview_showed_or_nothing(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    cli_turn(cli, sid, "one", ("write", "README.md", b"one\n"))
+    cli_turn(cli, sid, "two", ("write", "README.md", b"two\n"))
+    t2 = turn_id(log_json(cli, sid), 2)
+    preview = cli("rollback", "1", "--session", sid)
+    assert preview.rc == 0, preview.err
+    assert preview.lines[-1] == (
+        f"this changes nothing yet: turnback rollback 1 --session {sid} --confirm --expect-head {short_id(t2)}"
+        " applies it"
+    )
+    cli_turn(cli, sid, "three arrives unseen", ("write", "late.txt", b"late\n"))
+    before = tree_state(project)
+
+    bare = cli("rollback", "1", "--session", sid, "--confirm")
+    assert bare.rc == 1
+    assert bare.err == (
+        "turnback: the head moved since the preview: it showed turn 2, the head is now turn 3. "
+        "Nothing was changed: look again (turnback rollback 1)\n"
+    )
+    printed = cli("rollback", "1", "--session", sid, "--confirm", "--expect-head", short_id(t2))
+    assert printed.rc == 1 and "stale head: the session's head is turn 3" in printed.err
+    assert tree_state(project) == before
+    assert log_json(cli, sid)["head"] == turn_id(log_json(cli, sid), 3)
+
+    # Looked at again: the new preview's confirm goes through.
+    again = cli("rollback", "1", "--session", sid)
+    assert "rewind turn 3" in " ".join(again.lines)
+    assert cli("rollback", "1", "--session", sid, "--confirm").rc == 0
+    assert (project / "README.md").read_bytes() == b"one\n" and not (project / "late.txt").exists()
+
+
+def test_undo_takes_the_turn_ids_log_prints(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    cli_turn(cli, sid, "one", ("write", "a.txt", b"a\n"))
+    cli_turn(cli, sid, "two", ("write", "b.txt", b"b\n"))
+    log = log_json(cli, sid)
+    t1, t2 = turn_id(log, 1), turn_id(log, 2)
+    alone = cli("undo", short_id(t2), "--session", sid, "--dry-run")
+    assert alone.rc == 0, alone.err
+    assert alone.lines[0].startswith(f"undo turn {short_id(t2)}")
+    by_prefix = cli("undo", "--from", t1[:14], "--session", sid, "--yes")
+    assert by_prefix.rc == 0, by_prefix.err
+    assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
+    by_number = cli("undo", "7", "--session", sid, "--dry-run")
+    assert (by_number.rc, by_number.err) == (2, "turnback: the session has no turn 7\n")
