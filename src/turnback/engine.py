@@ -159,6 +159,13 @@ class Coverage(NamedTuple):
     reasons: tuple[str, ...]
 
 
+class SessionPick(NamedTuple):
+    """The session a command acts on, and the newer sessions of its project it passed over (they have no turns)."""
+
+    session: Session
+    passed_over: tuple[Session, ...] = ()
+
+
 class TurnDiff(NamedTuple):
     """What one turn changed, path by path, and which of those paths git ignores (contents never shown)."""
 
@@ -319,17 +326,37 @@ class Engine:
         """The session whose id starts with *ref*."""
         return self.store.session(SessionId(self.store.resolve_id("sessions", ref, "session")))
 
-    def find_session(self, ref: str | None, cwd: str) -> Session:
-        """The session *ref* names, else the most recently active session of the project holding *cwd*."""
+    def find_session(self, ref: str | None, cwd: str, *, with_turns: bool = False) -> Session:
+        """The session *ref* names, else the most recently active session of the project holding *cwd*.
+
+        *with_turns*: the most recently active session that has turns (see :meth:`pick_session`).
+        """
+        return self.pick_session(ref, cwd, with_turns=with_turns).session
+
+    def pick_session(self, ref: str | None, cwd: str, *, with_turns: bool = False) -> SessionPick:
+        """The session *ref* names, else the default session of the project holding *cwd*.
+
+        For recording, the default is the most recently active session. For
+        looking and taking back (*with_turns*), it is the most recently active
+        session with turns: an empty newer one (an MCP server's start, a forked
+        or read-only restart of a client) would hide the work in the one before.
+        """
         if ref:
-            return self.session(ref)
+            return SessionPick(self.session(ref))
         project = self.store.project_containing(cwd)
         if project is None:
             raise UsageError(f"{cwd} is in no turnback project; give --session, or run turnback init in the project")
         sessions = self.store.sessions(project.id)
         if not sessions:
             raise UsageError(f"the project {project.root} has no session yet; start one with turnback session new")
-        return sessions[0]
+        if with_turns:
+            default = self.default_session(sessions)
+            return SessionPick(default, tuple(sessions[: sessions.index(default)]))
+        return SessionPick(sessions[0])
+
+    def default_session(self, sessions: Sequence[Session]) -> Session:
+        """Of one project's *sessions* (most recently active first): the first with turns, else the first."""
+        return next((session for session in sessions if self.store.turns(session.id)), sessions[0])
 
     def sessions(self, project_root: str | None = None) -> list[Session]:
         if project_root is None:
@@ -1658,6 +1685,7 @@ __all__ = [
     "Coverage",
     "Engine",
     "ResendFile",
+    "SessionPick",
     "SessionStatus",
     "TurnDiff",
     "TurnHandle",

@@ -54,3 +54,31 @@ def test_undo_takes_the_turn_ids_log_prints(cli, project: Path) -> None:  # type
     assert not (project / "a.txt").exists() and not (project / "b.txt").exists()
     by_number = cli("undo", "7", "--session", sid, "--dry-run")
     assert (by_number.rc, by_number.err) == (2, "turnback: the session has no turn 7\n")
+
+
+def test_a_bare_look_picks_the_latest_session_with_turns_and_names_it(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    worked = new_session(cli)
+    cli_turn(cli, worked, "the work", ("write", "a.txt", b"a\n"))
+    empty = cli("session", "new").out.strip()  # e.g. an MCP server's start, or a forked restart
+    named = (
+        f"turnback: session {short_id(worked)} (t), the latest with turns; 1 newer session has none yet "
+        "(turnback sessions lists them; --session picks one)\n"
+    )
+    log = cli("log")
+    assert log.rc == 0 and log.lines[0].startswith("* turn 1 ") and log.err == named
+    undo = cli("undo", "--dry-run")
+    assert (undo.rc, undo.lines, undo.err) == (
+        0,
+        [f"undo turn {short_id(log_json(cli, worked)['head'])}: the work", "trash       a.txt"],
+        named,
+    )
+    diff = cli("diff")
+    assert diff.rc == 0 and "+a" in diff.out
+    listed = cli("sessions")
+    [default] = [line for line in listed.lines if line.endswith("(default)")]
+    assert default.startswith(short_id(worked))
+    listed_json = cli("sessions", "--json").json()["sessions"]
+    assert [(item["id"], item["default"]) for item in listed_json] == [(empty, False), (worked, True)]
+    # Recording still goes to the newest session, and naming a session still wins.
+    assert cli("turn", "begin", "--message", "m", "--json").json()["turn"]["number"] == 1
+    assert cli("log", "--session", empty).err == ""

@@ -67,9 +67,23 @@ class Context:
         if "engine" in self.__dict__:
             self.engine.close()
 
-    def session(self) -> Session:
-        """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd."""
-        return self.engine.find_session(getattr(self.args, "session", None) or turnback.env_session(), self.cwd)
+    def session(self, *, with_turns: bool = False) -> Session:
+        """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd.
+
+        *with_turns* (the verbs that look and take back): the latest session with turns; when newer
+        sessions were passed over, a note on stderr names the one picked.
+        """
+        ref = getattr(self.args, "session", None) or turnback.env_session()
+        pick = self.engine.pick_session(ref, self.cwd, with_turns=with_turns)
+        if pick.passed_over:
+            newer = len(pick.passed_over)
+            self.out.note(
+                f"turnback: session {turnback.short_id(pick.session.id)}"
+                f"{f' ({pick.session.title})' if pick.session.title else ''}, the latest with turns; "
+                f"{newer} newer {'session has' if newer == 1 else 'sessions have'} none yet "
+                "(turnback sessions lists them; --session picks one)"
+            )
+        return pick.session
 
 
 def common_options() -> argparse.ArgumentParser:

@@ -33,7 +33,9 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
-    plan = engine.plan_rollback(ctx.session().id, args.turn, expect_head=args.expect_head, confirming=args.confirm)
+    plan = engine.plan_rollback(
+        ctx.session(with_turns=True).id, args.turn, expect_head=args.expect_head, confirming=args.confirm
+    )
     hidden = engine.hidden_paths(plan.session_id, [row.path for row in plan.rows if row.conflict])
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
     if not args.confirm:

@@ -37,6 +37,6 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    session = ctx.session()
+    session = ctx.session(with_turns=True)
     plan = ctx.engine.plan_undo(session.id, turn=args.n, from_turn=args.from_n, force=args.force)
     return _common.take_back(ctx, plan, yes=args.yes, dry_run=args.dry_run)
