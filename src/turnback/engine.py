@@ -1321,10 +1321,10 @@ class Engine:
         if expect_head is None and confirming:
             previewed = self._last_rollback_preview(session_id)
             if previewed is not None and previewed.head_from != session.head:
-                seen = self.store.turn(previewed.head_from).number if previewed.head_from else 0
+                shown = self.store.turn(previewed.head_from).number if previewed.head_from else 0
                 now = self.store.turn(session.head).number if session.head else 0
                 raise RefusedError(
-                    f"the head moved since the preview: it showed turn {seen}, the head is now turn {now}. "
+                    f"the head moved since the preview: it showed turn {shown}, the head is now turn {now}. "
                     f"Nothing was changed: look again (turnback rollback {target})"
                 )
         if expect_head is not None:
