@@ -403,6 +403,17 @@ class Engine:
     def running_turn(self, session_id: SessionId) -> Turn:
         running = live_running_turns(self.store, session_id)
         if not running:
+            from turnback.render.text import interrupted_reason
+
+            turns = self.store.turns(session_id)
+            if turns and turns[-1].status == "interrupted":
+                raise RefusedError(
+                    f"no turn is running in this session: turn {turns[-1].number} was interrupted, "
+                    f"{interrupted_reason(turns[-1])}. A turn lasts while the process that ran turnback turn begin "
+                    "(its shell) runs; a harness whose steps run in separate processes passes turn begin --pid "
+                    "with a process that lives for the whole turn, and ends it with turn end. "
+                    "Begin one again (turnback turn begin)"
+                )
             raise RefusedError("no turn is running in this session; begin one first (turnback turn begin)")
         return running[-1]
 

@@ -82,3 +82,39 @@ def test_a_bare_look_picks_the_latest_session_with_turns_and_names_it(cli, proje
     # Recording still goes to the newest session, and naming a session still wins.
     assert cli("turn", "begin", "--message", "m", "--json").json()["turn"]["number"] == 1
     assert cli("log", "--session", empty).err == ""
+
+
+def test_a_turn_begun_in_a_shell_that_ended_says_why_and_pid_keeps_one_across_processes(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    # Begun in a shell of its own that ends right after, as a harness running each step in a fresh shell does.
+    in_a_shell = ["sh", "-c", '"$@"; true', "sh"]
+    begun = cli("turn", "begin", "--session", sid, "--message", "m", "--json", prefix=in_a_shell)
+    assert begun.rc == 0, begun.err
+    holder = begun.json()["turn"]["id"]
+    edit = cli("write", "--session", sid, "a.txt", stdin=b"a\n")
+    assert edit.rc == 1
+    [turn] = log_json(cli, sid)["turns"]
+    assert turn["id"] == holder
+    pid = cli("log", "--session", sid).lines[0].split("(pid ")[1].split(")")[0]
+    assert edit.err == (
+        "turnback: no turn is running in this session: turn 1 was interrupted, the process that began it "
+        f"(pid {pid}) ended before turn end. A turn lasts while the process that ran turnback turn begin (its shell) "
+        "runs; a harness whose steps run in separate processes passes turn begin --pid with a process that lives "
+        "for the whole turn, and ends it with turn end. Begin one again (turnback turn begin)\n"
+    )
+    assert cli("log", "--session", sid).lines[0] == (
+        f"* turn 1  {short_id(holder)}  m  "
+        f"[head, interrupted: the process that began it (pid {pid}) ended before turn end]"
+    )
+
+    import subprocess
+
+    harness = subprocess.Popen(["sleep", "60"])  # a process that lives for the whole turn
+    try:
+        assert cli("turn", "begin", "--session", sid, "--pid", str(harness.pid)).rc == 0
+        kept = cli("write", "--session", sid, "a.txt", stdin=b"a\n")
+        assert kept.rc == 0, kept.err
+        assert cli("turn", "end", "--session", sid).lines == ["1 file changed, +1 -0"]
+    finally:
+        harness.kill()
+        harness.wait()

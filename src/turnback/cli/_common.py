@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from functools import cached_property
 from typing import IO, Any, BinaryIO, TypeAlias
 
@@ -109,6 +110,32 @@ def add_session_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+# Options whose value is free text, which may itself start with "-" (``edit --old "--verbose"``).
+TEXT_VALUE_OPTIONS = frozenset({"--old", "--new", "--message", "--title"})
+
+
+def join_text_values(argv: Sequence[str]) -> list[str]:
+    """*argv* with ``--old -TEXT`` written as ``--old=-TEXT``, so argparse takes the text as the value.
+
+    argparse reads a value that starts with "-" as another option and stops
+    with "expected one argument"; for free text that is never meant. Nothing
+    after ``--`` (a command's own arguments) is touched.
+    """
+    joined: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return [*joined, *argv[index:]]
+        if token in TEXT_VALUE_OPTIONS and index + 1 < len(argv) and argv[index + 1].startswith("-"):
+            joined.append(f"{token}={argv[index + 1]}")
+            index += 2
+            continue
+        joined.append(token)
+        index += 1
+    return joined
+
+
 def add_uncovered_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--uncovered",
@@ -188,6 +215,7 @@ __all__ = [
     "add_uncovered_option",
     "common_options",
     "confirm",
+    "join_text_values",
     "show_call",
     "take_back",
     "wants_color",

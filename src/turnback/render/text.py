@@ -192,6 +192,12 @@ def force_only_line(plan: Plan) -> str:
     )
 
 
+def interrupted_reason(turn: Turn) -> str:
+    """Why a turn is marked interrupted: the one way it happens is that its holding process ended."""
+    pid = f" (pid {turn.holder_pid})" if turn.holder_pid is not None else ""
+    return f"the process that began it{pid} ended before turn end"
+
+
 def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent: Collection[str]) -> list[str]:
     marks = []
     if turn.id == head:
@@ -203,7 +209,7 @@ def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent
     if turn.status == "running":
         marks.append("running")
     elif turn.status == "interrupted":
-        marks.append("interrupted")
+        marks.append(f"interrupted: {interrupted_reason(turn)}")
     if turn.undone == "yes":
         marks.append("undone")
     elif turn.undone == "partly":
@@ -284,6 +290,7 @@ __all__ = [
     "call_lines",
     "change_block",
     "force_only_line",
+    "interrupted_reason",
     "log_lines",
     "plan_lines",
     "result_lines",
