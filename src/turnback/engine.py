@@ -1248,6 +1248,7 @@ class Engine:
             title_for=lambda t: turn_title(t, self.load),
             op_id=OpId(self.store.new_id()),
         )
+        plan = _with_commands_note(plan, chosen)
         self.store.save_plan(plan)
         return plan
 
@@ -1367,6 +1368,7 @@ class Engine:
             title_for=lambda t: turn_title(t, self.load),
             op_id=OpId(self.store.new_id()),
         )
+        plan = _with_commands_note(plan, rewound)
         self.store.save_plan(plan)
         return plan
 
@@ -1687,6 +1689,14 @@ class Engine:
                 self.store.add_notices(plan.session_id, [(path, f"Reverted the change to {path}") for path in reverted])
         notes = [note for note in (service_note(path) for path in reverted) if note]
         return result._replace(notes=result.notes + tuple(notes))
+
+
+def _with_commands_note(plan: Plan, turns: Sequence[Turn]) -> Plan:
+    """*plan* saying, once, that what the turns' commands did outside the recorded files is not undone."""
+    from turnback.render.summary import commands_not_undone
+
+    note = commands_not_undone([call for turn in turns for call in turn.calls])
+    return plan._replace(notes=(*plan.notes, note)) if note else plan
 
 
 __all__ = [

@@ -118,3 +118,27 @@ def test_a_turn_begun_in_a_shell_that_ended_says_why_and_pid_keeps_one_across_pr
     finally:
         harness.kill()
         harness.wait()
+
+
+NOT_UNDONE = (
+    "only the recorded files go back: what the commands did besides (network requests, databases, deployments, "
+    "a service that already loaded a changed file) is not undone: "
+)
+
+
+def test_undo_and_rollback_previews_say_once_what_commands_did_is_not_undone(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    cli_turn(cli, sid, "one", ("write", "a.txt", b"a\n"))
+    begun = cli("turn", "begin", "--session", sid, "--message", "deploy")
+    assert begun.rc == 0
+    for script in ("echo built > out.txt", "echo deployed >> out.txt", "echo built > out.txt"):
+        ran = cli("exec", "--session", sid, "--", "sh", "-c", script)
+        assert ran.rc == 0, ran.err
+    assert cli("turn", "end", "--session", sid).rc == 0
+    undo = cli("undo", "--session", sid, "--dry-run")
+    note = NOT_UNDONE + "sh -c 'echo built > out.txt', sh -c 'echo deployed >> out.txt'"
+    assert undo.rc == 0 and undo.lines[-1] == note and undo.lines.count(note) == 1
+    rollback = cli("rollback", "0", "--session", sid)
+    assert rollback.lines[-2] == note
+    file_only = cli("undo", "1", "--session", sid, "--force", "--dry-run")
+    assert not any(line.startswith("only the recorded files") for line in file_only.lines)

@@ -126,6 +126,7 @@ def plan_lines(plan: Plan, load: Load, *, diff_limit: int, hidden: Collection[st
                     lines.extend(block)
     if any(row.action == "ref" for row in plan.rows):
         lines.append(GIT_INDEX_LINE)
+    lines.extend(plan.notes)
     return lines
 
 
