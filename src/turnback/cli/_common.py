@@ -187,7 +187,8 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
     out, engine = ctx.out, ctx.engine
     if plan.status == "applying":
         out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
-    hidden = engine.hidden_paths(plan.session_id, [row.path for row in plan.rows if row.conflict])
+    shown = [row.path for row in plan.rows if row.conflict or row.acts]
+    hidden = engine.hidden_paths(plan.session_id, shown)
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
     if dry_run:
         out.json(data.plan_data(plan, applied=False))

@@ -117,9 +117,9 @@ def plan_lines(plan: Plan, load: Load, *, diff_limit: int, hidden: Collection[st
     for row in plan.rows:
         for warning in row.warnings:
             lines.append(f"warning: {row.path}: {warning}")
-    if plan.kind == "revert":
+    if plan.kind == "revert":  # the diff it writes back, asked about before it is written (a clean one too)
         for row in plan.rows:
-            if row.conflict and row.path not in hidden:
+            if (row.conflict or row.acts) and row.path not in hidden:
                 block = change_block(row.path, row.expect, row.target, load, diff_limit)
                 if block:
                     lines.append(f"{row.path}: from what it holds now back to what it held before the call:")
