@@ -447,8 +447,54 @@ class Engine:
         if self.store.reserve_used:
             warnings.append(RESERVE_FULL)
         ended = self.store.turn(turn.id, with_calls=True)
-        summary = self.turn_summary(ended)
-        return ended, summary._replace(notes=(*summary.notes, *warnings))
+        from turnback.render.summary import call_title
+
+        cut_short = [
+            f"call {short_id(call.id)} ({call_title(call)}) may be cut short: its end was never recorded; "
+            "counted as its files are now"
+            for call in ended.calls
+            if call.kind == "tool" and call.status == "running"
+        ]
+        summary = self.turn_summary(ended._replace(calls=tuple(self._as_it_stands(call) for call in ended.calls)))
+        return ended, summary._replace(notes=(*summary.notes, *cut_short, *warnings))
+
+    def _unrecorded_afters(self, call: Call) -> list[FileState | None]:
+        """For each change of *call* whose later state was never recorded, what its path holds now (stored)."""
+        from turnback.capture.states import capture_state
+
+        tree = Tree(self.project_of(self.store.session(call.session_id)).root)
+        afters: list[FileState | None] = []
+        for change in call.changes:
+            now = None
+            if change.after is None and not change.outside and not change.not_covered:
+                try:
+                    now = capture_state(tree, change.path, self.store)
+                except TurnbackError:
+                    pass  # left unknown, shown as before
+            afters.append(now)
+        return afters
+
+    def call_as_it_stands(self, ref: str) -> Call:
+        """The call *ref* names; a change whose later state was never recorded shows what its path holds now."""
+        return self._as_it_stands(self.call(ref))
+
+    def _as_it_stands(self, call: Call) -> Call:
+        """*call* as shown: a harness's ``call before`` whose ``call after`` never came left its files' later
+        state unknown (drawn as a deletion, counted as nothing); what they hold now is shown instead.
+
+        Only shown: the record keeps the state unknown, so an undo still treats the call as cut short.
+        """
+        if not call.cut_short or all(change.after is not None for change in call.changes):
+            return call
+        if self.store.session(call.session_id).incognito:
+            return call  # no copy of anything is kept, not even to show
+        with self.store.transaction():
+            afters = self._unrecorded_afters(call)
+        changes = tuple(
+            change if now is None else change._replace(after=now)
+            for change, now in zip(call.changes, afters, strict=True)
+        )
+        return call._replace(changes=changes)
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
         """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""

@@ -162,3 +162,38 @@ def test_a_clean_revert_shows_the_diff_it_writes_back_before_asking(cli, project
         "-line 2",
         "+line two",
     ]
+
+
+def test_a_cut_short_call_shows_the_partial_bytes_and_its_turn_counts_them(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    assert cli("turn", "begin", "--session", sid, "--message", "m").rc == 0
+    call = cli("call", "before", "--session", sid, "--tool", "Write", "README.md").out.strip()
+    (project / "README.md").write_bytes(b"# project\n\npart")  # the harness stopped mid-write: no call after
+    diff = [
+        "modified README.md +1 -1",
+        "--- a/README.md",
+        "+++ b/README.md",
+        "@@ -1,3 +1,3 @@",
+        " # project",
+        " ",
+        "-line two",
+        "+part",
+        "\\ No newline at end of file",
+    ]
+    header = [
+        f"call {short_id(call)}  Write README.md  (turn 1)",
+        "this call may be cut short: its completion was never recorded",
+    ]
+    shown = cli("show", call)
+    assert (shown.rc, shown.lines) == (0, [*header, *diff])
+    end = cli("turn", "end", "--session", sid)
+    assert end.lines == [
+        "1 file changed, +1 -1 (docs +1 -1)",
+        f"call {short_id(call)} (Write README.md) may be cut short: its end was never recorded; "
+        "counted as its files are now",
+    ]
+    assert cli("show", call).lines == [*header, *diff]
+    # Still cut short for an undo: what it wrote is unknown, so only --force puts the file back.
+    assert cli("undo", "--session", sid, "--yes").rc == 1
+    assert cli("undo", "--session", sid, "--yes", "--force").rc == 0
+    assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
