@@ -175,6 +175,13 @@ class Coverage(NamedTuple):
     reasons: tuple[str, ...]
 
 
+class SessionPick(NamedTuple):
+    """The session a command acts on, and the newer sessions of its project it passed over (they have no turns)."""
+
+    session: Session
+    passed_over: tuple[Session, ...] = ()
+
+
 class TurnDiff(NamedTuple):
     """What one turn changed, path by path, and which of those paths git ignores (contents never shown)."""
 
@@ -343,17 +350,37 @@ class Engine:
         """The session whose id starts with *ref*."""
         return self.store.session(SessionId(self.store.resolve_id("sessions", ref, "session")))
 
-    def find_session(self, ref: str | None, cwd: str) -> Session:
-        """The session *ref* names, else the most recently active session of the project holding *cwd*."""
+    def find_session(self, ref: str | None, cwd: str, *, with_turns: bool = False) -> Session:
+        """The session *ref* names, else the most recently active session of the project holding *cwd*.
+
+        *with_turns*: the most recently active session that has turns (see :meth:`pick_session`).
+        """
+        return self.pick_session(ref, cwd, with_turns=with_turns).session
+
+    def pick_session(self, ref: str | None, cwd: str, *, with_turns: bool = False) -> SessionPick:
+        """The session *ref* names, else the default session of the project holding *cwd*.
+
+        For recording, the default is the most recently active session. For
+        looking and taking back (*with_turns*), it is the most recently active
+        session with turns: an empty newer one (an MCP server's start, a forked
+        or read-only restart of a client) would hide the work in the one before.
+        """
         if ref:
-            return self.session(ref)
+            return SessionPick(self.session(ref))
         project = self.store.project_containing(cwd)
         if project is None:
             raise UsageError(f"{cwd} is in no turnback project; give --session, or run turnback init in the project")
         sessions = self.store.sessions(project.id)
         if not sessions:
             raise UsageError(f"the project {project.root} has no session yet; start one with turnback session new")
-        return sessions[0]
+        if with_turns:
+            default = self.default_session(sessions)
+            return SessionPick(default, tuple(sessions[: sessions.index(default)]))
+        return SessionPick(sessions[0])
+
+    def default_session(self, sessions: Sequence[Session]) -> Session:
+        """Of one project's *sessions* (most recently active first): the first with turns, else the first."""
+        return next((session for session in sessions if self.store.turns(session.id)), sessions[0])
 
     def sessions(self, project_root: str | None = None) -> list[Session]:
         if project_root is None:
@@ -400,6 +427,17 @@ class Engine:
     def running_turn(self, session_id: SessionId) -> Turn:
         running = live_running_turns(self.store, session_id)
         if not running:
+            from turnback.render.text import interrupted_reason
+
+            turns = self.store.turns(session_id)
+            if turns and turns[-1].status == "interrupted":
+                raise RefusedError(
+                    f"no turn is running in this session: turn {turns[-1].number} was interrupted, "
+                    f"{interrupted_reason(turns[-1])}. A turn lasts while the process that ran turnback turn begin "
+                    "(its shell) runs; a harness whose steps run in separate processes passes turn begin --pid "
+                    "with a process that lives for the whole turn, and ends it with turn end. "
+                    "Begin one again (turnback turn begin)"
+                )
             raise RefusedError("no turn is running in this session; begin one first (turnback turn begin)")
         return running[-1]
 
@@ -433,8 +471,54 @@ class Engine:
         if self.store.reserve_used:
             warnings.append(RESERVE_FULL)
         ended = self.store.turn(turn.id, with_calls=True)
-        summary = self.turn_summary(ended)
-        return ended, summary._replace(notes=(*summary.notes, *warnings))
+        from turnback.render.summary import call_title
+
+        cut_short = [
+            f"call {short_id(call.id)} ({call_title(call)}) may be cut short: its end was never recorded; "
+            "counted as its files are now"
+            for call in ended.calls
+            if call.kind == "tool" and call.status == "running"
+        ]
+        summary = self.turn_summary(ended._replace(calls=tuple(self._as_it_stands(call) for call in ended.calls)))
+        return ended, summary._replace(notes=(*summary.notes, *cut_short, *warnings))
+
+    def _unrecorded_afters(self, call: Call) -> list[FileState | None]:
+        """For each change of *call* whose later state was never recorded, what its path holds now (stored)."""
+        from turnback.capture.states import capture_state
+
+        tree = Tree(self.project_of(self.store.session(call.session_id)).root)
+        afters: list[FileState | None] = []
+        for change in call.changes:
+            now = None
+            if change.after is None and not change.outside and not change.not_covered:
+                try:
+                    now = capture_state(tree, change.path, self.store)
+                except TurnbackError:
+                    pass  # left unknown, shown as before
+            afters.append(now)
+        return afters
+
+    def call_as_it_stands(self, ref: str) -> Call:
+        """The call *ref* names; a change whose later state was never recorded shows what its path holds now."""
+        return self._as_it_stands(self.call(ref))
+
+    def _as_it_stands(self, call: Call) -> Call:
+        """*call* as shown: a harness's ``call before`` whose ``call after`` never came left its files' later
+        state unknown (drawn as a deletion, counted as nothing); what they hold now is shown instead.
+
+        Only shown: the record keeps the state unknown, so an undo still treats the call as cut short.
+        """
+        if not call.cut_short or all(change.after is not None for change in call.changes):
+            return call
+        if self.store.session(call.session_id).incognito:
+            return call  # no copy of anything is kept, not even to show
+        with self.store.transaction():
+            afters = self._unrecorded_afters(call)
+        changes = tuple(
+            change if now is None else change._replace(after=now)
+            for change, now in zip(call.changes, afters, strict=True)
+        )
+        return call._replace(changes=changes)
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
         """``3 files changed, +24 -7 (docs +3)``, and notes for outside files and commands that ran unasked."""
@@ -1323,11 +1407,14 @@ class Engine:
         self,
         session_id: SessionId,
         *,
-        turn: int | None = None,
-        from_turn: int | None = None,
+        turn: int | str | None = None,
+        from_turn: int | str | None = None,
         force: bool = False,
     ) -> Plan:
-        """Plan an undo (stored, not applied). An interrupted operation of the session comes back first."""
+        """Plan an undo (stored, not applied). An interrupted operation of the session comes back first.
+
+        *turn* and *from_turn* are a turn's number or its id (or a unique prefix), as ``log`` prints them.
+        """
         from turnback.ops.plan import plan_undo, select_undo_turns
         from turnback.render.summary import turn_title
 
@@ -1337,13 +1424,14 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
+        number, from_number = self._turn_number(session_id, turn), self._turn_number(session_id, from_turn)
         turns = self.active_line(session_id)
         changed = self.store.turns_with_changes(session_id)
         if session.incognito and not changed:
             raise NothingToDoError("nothing to undo: this session is incognito, so it keeps no copies")
         chosen = [
             self.store.turn(t.id, with_calls=True)
-            for t in select_undo_turns(turns, changed, number=turn, from_number=from_turn, force=force)
+            for t in select_undo_turns(turns, changed, number=number, from_number=from_number, force=force)
         ]
         project = self.project_of(session)
         plan = plan_undo(
@@ -1356,6 +1444,7 @@ class Engine:
             title_for=lambda t: turn_title(t, self.load),
             op_id=OpId(self.store.new_id()),
         )
+        plan = _with_commands_note(plan, chosen)
         self.store.save_plan(plan)
         return plan
 
@@ -1412,10 +1501,23 @@ class Engine:
             )
         return turn
 
-    def plan_rollback(self, session_id: SessionId, target: str, *, expect_head: str | None = None) -> Plan:
+    def _turn_number(self, session_id: SessionId, ref: int | str | None) -> int | None:
+        """The number of the turn *ref* names (a number, or an id or unique prefix of one)."""
+        if ref is None or isinstance(ref, int):
+            return ref
+        if ref.strip().isdigit() and len(ref.strip()) < 12:
+            return int(ref)  # a number the session may not have: the undo says so in its words
+        turn = self._turn_ref(session_id, ref)
+        return 0 if turn is None else turn.number
+
+    def plan_rollback(
+        self, session_id: SessionId, target: str, *, expect_head: str | None = None, confirming: bool = False
+    ) -> Plan:
         """Plan rolling back to turn *target* (number or id; ``0``: the session's start), stored, not applied.
 
         *expect_head* is the head the caller saw (number or id): a stale one is refused, nothing changed.
+        *confirming* without *expect_head*: the head the session's last rollback preview saw is expected,
+        so a turn that arrived after the preview is never rolled back unseen.
         """
         from turnback.ops.plan import plan_rollback
         from turnback.render.summary import turn_title
@@ -1426,6 +1528,15 @@ class Engine:
         interrupted = self._interrupted(session_id)
         if interrupted is not None:
             return interrupted
+        if expect_head is None and confirming:
+            previewed = self._last_rollback_preview(session_id)
+            if previewed is not None and previewed.head_from != session.head:
+                shown = self.store.turn(previewed.head_from).number if previewed.head_from else 0
+                now = self.store.turn(session.head).number if session.head else 0
+                raise RefusedError(
+                    f"the head moved since the preview: it showed turn {shown}, the head is now turn {now}. "
+                    f"Nothing was changed: look again (turnback rollback {target})"
+                )
         if expect_head is not None:
             seen = self._turn_ref(session_id, expect_head)
             if (seen.id if seen else None) != session.head:
@@ -1455,8 +1566,20 @@ class Engine:
             title_for=lambda t: turn_title(t, self.load),
             op_id=OpId(self.store.new_id()),
         )
+        plan = _with_commands_note(plan, rewound)
         self.store.save_plan(plan)
         return plan
+
+    def _last_rollback_preview(self, session_id: SessionId) -> Plan | None:
+        """The session's newest rollback plan shown since its last applied operation (None: none kept)."""
+        applied = self.store.ops_in_status(session_id, "done")
+        for op_id in reversed(self.store.ops_in_status(session_id, "planned")):
+            if applied and op_id < applied[-1]:
+                break  # shown before an operation that changed the session: that preview is spent
+            plan = self.store.load_plan(op_id)
+            if plan.kind == "rollback":
+                return plan
+        return None
 
     def plan_resend(self, session_id: SessionId, target: str, *, mode: str = "revert") -> Plan:
         """Plan editing and resending turn *target*'s message: the calls from that turn on are taken away.
@@ -1772,6 +1895,14 @@ class Engine:
         return result._replace(notes=result.notes + tuple(notes))
 
 
+def _with_commands_note(plan: Plan, turns: Sequence[Turn]) -> Plan:
+    """*plan* saying, once, that what the turns' commands did outside the recorded files is not undone."""
+    from turnback.render.summary import commands_not_undone
+
+    note = commands_not_undone([call for turn in turns for call in turn.calls])
+    return plan._replace(notes=(*plan.notes, note)) if note else plan
+
+
 __all__ = [
     "CallHandle",
     "CallHidden",
@@ -1780,6 +1911,7 @@ __all__ = [
     "Coverage",
     "Engine",
     "ResendFile",
+    "SessionPick",
     "SessionStatus",
     "TurnDiff",
     "TurnHandle",

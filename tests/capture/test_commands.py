@@ -113,8 +113,12 @@ def run_to_files(home: Path, tmp_path: Path, *args: str, cwd: Path, env: dict[st
 
 
 def rows_of(result: Result) -> list[str]:
-    """A preview's rows (every line but the ``undo turn …`` headers)."""
-    return [line for line in result.lines if not line.startswith("undo turn ")]
+    """A preview's rows (every line but the ``undo turn …`` headers and the note that commands' effects stay)."""
+    return [
+        line
+        for line in result.lines
+        if not line.startswith("undo turn ") and not line.startswith("only the recorded files go back: ")
+    ]
 
 
 # -- 1. one command, every kind of change ---------------------------------------------------

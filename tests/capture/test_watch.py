@@ -36,6 +36,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import turnback
+from tests.capture.test_commands import rows_of
 from tests.conftest import TEST_KEY, Result, make_project, run_cli, tree_state, unprivileged_prefix
 from turnback.capture.scan import ScanRules, Snapshot, load_snapshot, rescan_tree, scan_tree
 from turnback.capture.watch import _Watcher, ask, watch_dir
@@ -536,7 +537,7 @@ def test_a_users_edits_between_commands_are_the_baseline_with_the_watcher(  # ty
     ]
     cli("turn", "end", "--session", sid)
     preview = cli("undo", "--dry-run", "--session", sid)
-    assert [line for line in preview.lines if not line.startswith("undo turn ")] == [
+    assert rows_of(preview) == [
         "restore     run.sh",
         "restore     mine/deep/m.txt",
         "skip        README.md (changed after the turn; --force overwrites it)",
@@ -736,7 +737,7 @@ def test_changes_in_an_excluded_folder_read_the_same_with_and_without_the_watche
         assert undone.rc == 0, undone.out + undone.err
         rows = [line for line in undone.lines if not line.startswith("undo turn ")]
         done_at = next(i for i, line in enumerate(rows) if line.startswith("undone: "))
-        results[mode] = (lines, changes, [r for r in preview.lines if not r.startswith("undo turn ")], rows[done_at:])
+        results[mode] = (lines, changes, rows_of(preview), rows[done_at:])
     watched, unwatched = results["watched"], results["unwatched"]
     assert (
         watched[0]

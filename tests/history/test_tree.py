@@ -42,10 +42,26 @@ def test_rollback_keeps_the_abandoned_branch_and_a_new_turn_starts_a_new_one(cli
         f"rewind turn 2 ({short_id(t2)}): two",
         "trash       sub/new2.txt",
         "trash       sub/",
-        "this changes nothing yet: turnback rollback 1 --confirm applies it",
+        "what the files go back to: +2 -2 (--diff shows the whole diff)",
+        "  README.md      +1 -1",
+        "  docs/guide.md  +1",
+        "  sub/new2.txt   -1",
+        f"this changes nothing yet: turnback rollback 1 --session {sid} --confirm --expect-head {short_id(t3)}"
+        " applies it",
     ]
     assert tree_state(project) == after_three
     assert log_json(cli, sid)["head"] == t3
+    whole = cli("rollback", "1", "--session", sid, "--diff")
+    assert whole.lines[7:15] == [
+        "diff --git a/docs/guide.md b/docs/guide.md",
+        "new file mode 100644",
+        *whole.lines[9:11],  # the index line, and --- /dev/null
+        "+++ b/docs/guide.md",
+        "@@ -0,0 +1 @@",
+        "+no final newline",
+        "\\ No newline at end of file",
+    ]
+    assert "-three" in whole.lines and "+one" in whole.lines and tree_state(project) == after_three
     planned = cli("rollback", "1", "--session", sid, "--json").json()
     assert (planned["applied"], planned["turns"], planned["plan"]["kind"]) == (False, [t3, t2], "rollback")
     assert {row["status"] for row in planned["rows"]} == {"pending"}

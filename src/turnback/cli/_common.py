@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Sequence
 from functools import cached_property
 from typing import IO, Any, BinaryIO, TypeAlias
 
@@ -80,9 +81,23 @@ class Context:
         if "engine" in self.__dict__:
             self.engine.close()
 
-    def session(self) -> Session:
-        """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd."""
-        return self.engine.find_session(getattr(self.args, "session", None) or turnback.env_session(), self.cwd)
+    def session(self, *, with_turns: bool = False) -> Session:
+        """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd.
+
+        *with_turns* (the verbs that look and take back): the latest session with turns; when newer
+        sessions were passed over, a note on stderr names the one picked.
+        """
+        ref = getattr(self.args, "session", None) or turnback.env_session()
+        pick = self.engine.pick_session(ref, self.cwd, with_turns=with_turns)
+        if pick.passed_over:
+            newer = len(pick.passed_over)
+            self.out.note(
+                f"turnback: session {turnback.short_id(pick.session.id)}"
+                f"{f' ({pick.session.title})' if pick.session.title else ''}, the latest with turns; "
+                f"{newer} newer {'session has' if newer == 1 else 'sessions have'} none yet "
+                "(turnback sessions lists them; --session picks one)"
+            )
+        return pick.session
 
 
 def common_options() -> argparse.ArgumentParser:
@@ -106,6 +121,32 @@ def add_session_option(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="session id or unique prefix (default: TURNBACK_SESSION, else the latest session of this project)",
     )
+
+
+# Options whose value is free text, which may itself start with "-" (``edit --old "--verbose"``).
+TEXT_VALUE_OPTIONS = frozenset({"--old", "--new", "--message", "--title"})
+
+
+def join_text_values(argv: Sequence[str]) -> list[str]:
+    """*argv* with ``--old -TEXT`` written as ``--old=-TEXT``, so argparse takes the text as the value.
+
+    argparse reads a value that starts with "-" as another option and stops
+    with "expected one argument"; for free text that is never meant. Nothing
+    after ``--`` (a command's own arguments) is touched.
+    """
+    joined: list[str] = []
+    index = 0
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            return [*joined, *argv[index:]]
+        if token in TEXT_VALUE_OPTIONS and index + 1 < len(argv) and argv[index + 1].startswith("-"):
+            joined.append(f"{token}={argv[index + 1]}")
+            index += 2
+            continue
+        joined.append(token)
+        index += 1
+    return joined
 
 
 def add_uncovered_option(parser: argparse.ArgumentParser) -> None:
@@ -160,7 +201,8 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
     out, engine = ctx.out, ctx.engine
     if plan.status == "applying":
         out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
-    hidden = engine.hidden_paths(plan.session_id, [row.path for row in plan.rows if row.conflict])
+    shown = [row.path for row in plan.rows if row.conflict or row.acts]
+    hidden = engine.hidden_paths(plan.session_id, shown)
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
     if dry_run:
         out.json(data.plan_data(plan, applied=False))
@@ -188,6 +230,7 @@ __all__ = [
     "add_uncovered_option",
     "common_options",
     "confirm",
+    "join_text_values",
     "show_call",
     "take_back",
     "wants_color",

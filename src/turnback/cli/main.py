@@ -187,7 +187,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_common.join_text_values(sys.argv[1:] if argv is None else argv))
     if not args.verb:
         parser.print_help()
         return 2

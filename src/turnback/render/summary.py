@@ -234,12 +234,28 @@ def _command_words(raw: str | None) -> list[str]:
     return [str(word) for word in words]
 
 
+def command_text(call: Call) -> str:
+    """A command call's command line, cut to 60 characters."""
+    text = shell_line(_command_words(call.input))
+    return text if len(text) <= 60 else text[:59] + "…"
+
+
+def commands_not_undone(calls: Sequence[Call]) -> str | None:
+    """The preview's one line saying that the commands among *calls* had effects no undo takes back (None: none)."""
+    names = list(dict.fromkeys(command_text(call) for call in calls if call.kind in ("command", "job")))
+    if not names:
+        return None
+    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
+    return (
+        "only the recorded files go back: what the commands did besides (network requests, databases, "
+        f"deployments, a service that already loaded a changed file) is not undone: {shown}"
+    )
+
+
 def call_title(call: Call) -> str:
     """``edit src/a.py``, ``move a.txt -> b.txt``, ``exec make test``: the tool and what it acted on."""
     if call.kind in ("command", "job"):
-        text = shell_line(_command_words(call.input))
-        text = text if len(text) <= 60 else text[:59] + "…"
-        return f"{'job' if call.kind == 'job' else 'exec'} {text}"
+        return f"{'job' if call.kind == 'job' else 'exec'} {command_text(call)}"
     files = [
         c for c in call.changes if not (c.before.kind == "absent" and c.after is not None and c.after.kind == "dir")
     ]
@@ -259,6 +275,8 @@ __all__ = [
     "NetChange",
     "call_title",
     "command_line",
+    "command_text",
+    "commands_not_undone",
     "describe_changes",
     "display_path",
     "group_of",

@@ -127,15 +127,16 @@ def plan_lines(plan: Plan, load: Load, *, diff_limit: int, hidden: Collection[st
     for row in plan.rows:
         for warning in row.warnings:
             lines.append(f"warning: {quote(row.path)}: {warning}")
-    if plan.kind == "revert":
+    if plan.kind == "revert":  # the diff it writes back, asked about before it is written (a clean one too)
         for row in plan.rows:
-            if row.conflict and row.path not in hidden:
+            if (row.conflict or row.acts) and row.path not in hidden:
                 block = change_block(row.path, row.expect, row.target, load, diff_limit)
                 if block:
                     lines.append(f"{quote(row.path)}: from what it holds now back to what it held before the call:")
                     lines.extend(block)
     if any(row.action == "ref" for row in plan.rows):
         lines.append(GIT_INDEX_LINE)
+    lines.extend(plan.notes)
     return lines
 
 
@@ -202,6 +203,12 @@ def force_only_line(plan: Plan) -> str:
     )
 
 
+def interrupted_reason(turn: Turn) -> str:
+    """Why a turn is marked interrupted: the one way it happens is that its holding process ended."""
+    pid = f" (pid {turn.holder_pid})" if turn.holder_pid is not None else ""
+    return f"the process that began it{pid} ended before turn end"
+
+
 def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent: Collection[str]) -> list[str]:
     marks = []
     if turn.id == head:
@@ -213,7 +220,7 @@ def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent
     if turn.status == "running":
         marks.append("running")
     elif turn.status == "interrupted":
-        marks.append("interrupted")
+        marks.append(f"interrupted: {interrupted_reason(turn)}")
     if turn.undone == "yes":
         marks.append("undone")
     elif turn.undone == "partly":
@@ -294,6 +301,7 @@ __all__ = [
     "call_lines",
     "change_block",
     "force_only_line",
+    "interrupted_reason",
     "log_lines",
     "plan_lines",
     "result_lines",

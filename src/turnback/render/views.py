@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from turnback.model import BlobId, FileState
+from turnback.model import BlobId, FileState, Plan, change_kind
+from turnback.render.diff import diff_states
 from turnback.render.patch import PatchFile, git_patch
 from turnback.render.summary import CODE_GROUP, LINE_ORDER, LINE_WORD, NetChange, display_path, group_of
 from turnback.render.terminal import escape_line, quote
@@ -102,6 +103,34 @@ def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Se
     return lines
 
 
+def plan_changes(plan: Plan, load: Load) -> list[NetChange]:
+    """What each path of *plan* goes through when applied: from what it holds now to what it goes back to."""
+    changes = []
+    for row in plan.rows:
+        if row.action not in ("restore", "trash") or row.expect is None or row.target is None:
+            continue
+        diff = diff_states(row.expect, row.target, load)
+        kind = change_kind(row.expect, row.target)
+        changes.append(
+            NetChange(row.path, row.expect, row.target, kind, diff.added, diff.removed, diff.binary, row.outside)
+        )
+    return changes
+
+
+def going_back_lines(plan: Plan, load: Load, *, diff_flag: str) -> list[str]:
+    """Each file's count of lines a plan adds and removes (a diffstat), and where the whole diff is."""
+    files = sorted(_files(plan_changes(plan, load)), key=lambda change: change.path)  # as git diff --stat
+    if not files:
+        return []
+    added, removed = sum(c.added for c in files), sum(c.removed for c in files)
+    width = max(len(display_path(c.path) if c.outside else c.path) for c in files) + 2
+    lines = [f"what the files go back to: +{added} -{removed} ({diff_flag} shows the whole diff)"]
+    for change in files:
+        shown = display_path(change.path) if change.outside else change.path
+        lines.append(f"  {shown:<{width}}{_counts(change.added, change.removed, binary=change.binary)}".rstrip())
+    return lines
+
+
 def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[str]:
     """Lines after the end-of-turn summary: changes that cannot be undone, files outside the project, and a
     turn whose commands ran unasked."""
@@ -154,8 +183,10 @@ def colorize(lines: Sequence[str]) -> list[str]:
 
 __all__ = [
     "colorize",
+    "going_back_lines",
     "left_out_lines",
     "patch_text",
+    "plan_changes",
     "stat_lines",
     "turn_notes",
     "uncovered_change",

@@ -29,7 +29,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
-    diff = engine.turn_diff(ctx.session().id, args.turn)
+    diff = engine.turn_diff(ctx.session(with_turns=True).id, args.turn)
     out = ctx.out
     left_out = views.left_out_lines(diff.changes, set(diff.ignored))
     if diff.note:

@@ -13,7 +13,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         parents=[common],
         help="replace text in a file, keeping its earlier state",
         description="Replace OLD by NEW in PATH. OLD must occur exactly once, unless --all is given. "
-        "For text that starts with '-', write --old=-TEXT.",
+        "Text that starts with '-' is taken as it is (--old --verbose, or --old=--verbose).",
     )
     _common.add_session_option(parser)
     parser.add_argument("path", help="the file to edit")

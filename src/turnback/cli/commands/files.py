@@ -15,7 +15,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    files = ctx.engine.files(ctx.session().id)
+    files = ctx.engine.files(ctx.session(with_turns=True).id)
     width = max((len(quote(path)) for path, _ in files), default=0) + 2
     ctx.out.lines([f"{quote(path):<{width}}{state}" for path, state in files] or ["no files changed"])
     ctx.out.json({"files": [{"path": path, "state": state} for path, state in files]})

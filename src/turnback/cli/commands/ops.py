@@ -16,7 +16,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
-    session = ctx.session()
+    session = ctx.session(with_turns=True)
     taken_back = engine.taken_back_by(session.id)
     items = []
     for plan in engine.operations(session.id):

@@ -25,5 +25,5 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    plan = ctx.engine.plan_redo(ctx.session().id)
+    plan = ctx.engine.plan_redo(ctx.session(with_turns=True).id)
     return _common.take_back(ctx, plan, yes=args.yes, dry_run=args.dry_run)

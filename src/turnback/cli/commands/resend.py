@@ -37,7 +37,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
-    plan = engine.plan_resend(ctx.session().id, args.turn, mode=args.mode or "revert")
+    plan = engine.plan_resend(ctx.session(with_turns=True).id, args.turn, mode=args.mode or "revert")
     files = engine.resend_files(plan)
     width = max((len(quote(f.path)) for f in files), default=0) + 2
     for item in files:

@@ -1,4 +1,7 @@
-"""``turnback sessions [--project DIR]``: list sessions, most recently active first."""
+"""``turnback sessions [--project DIR]``: list sessions, most recently active first, marking the default.
+
+The default of a project is the session a bare ``undo``, ``log`` or ``diff`` there acts on.
+"""
 
 from __future__ import annotations
 
@@ -19,16 +22,23 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     sessions = engine.sessions(args.project)
+    # The session a bare undo, log or diff in each project acts on.
+    defaults = {
+        engine.default_session([s for s in sessions if s.project_id == project_id]).id
+        for project_id in {session.project_id for session in sessions}
+    }
     items = []
     for session in sessions:
         project = engine.project_of(session)
         turns = engine.log(session.id)
         active = datetime.datetime.fromtimestamp(session.active_at / 1e9).strftime("%Y-%m-%d %H:%M")
         marks = "  (incognito)" if session.incognito else ""
+        marks += "  (default)" if session.id in defaults else ""
         title = f"  {quote(session.title)}" if session.title else ""
         ctx.out.line(f"{short_id(session.id)}  {active}  {len(turns):>3} turns  {quote(project.root)}{title}{marks}")
         item = data.session_data(session, project)
         item["turns"] = len(turns)
+        item["default"] = session.id in defaults
         items.append(item)
     if not sessions:
         ctx.out.line("no sessions yet: start one with turnback session new --project DIR")

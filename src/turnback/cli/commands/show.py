@@ -24,7 +24,7 @@ def _pretty(raw: str) -> list[str]:
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    call = ctx.engine.call(args.call)
+    call = ctx.engine.call_as_it_stands(args.call)
     if args.input:
         raw = ctx.engine.call_input(call)
         ctx.out.lines(_pretty(raw) if raw is not None else [f"({ctx.engine.missing_input_reason(call)})"])

@@ -20,7 +20,8 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         "--pid",
         type=int,
         metavar="PID",
-        help="the process whose end also ends the turn (default: the process that runs turnback)",
+        help="the process whose end also ends the turn (default: the process that ran turnback turn begin, "
+        "e.g. its shell); a harness whose steps run in separate processes gives one that lives for the whole turn",
     )
     end = verbs.add_parser("end", parents=[common], help="end the running turn; prints what it changed")
     _common.add_session_option(end)

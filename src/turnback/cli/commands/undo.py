@@ -19,12 +19,14 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     parser.add_argument(
         "n",
         nargs="?",
-        type=int,
         metavar="N",
-        help="undo turn N alone (newer turns must be undone, or --force)",
+        help="undo turn N alone: its number or id (newer turns must be undone, or --force)",
     )
     parser.add_argument(
-        "--from", dest="from_n", type=int, metavar="N", help="undo turn N and every later turn, newest first"
+        "--from",
+        dest="from_n",
+        metavar="N",
+        help="undo turn N (number or id) and every later turn, newest first",
     )
     parser.add_argument(
         "--force",
@@ -35,6 +37,6 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    session = ctx.session()
+    session = ctx.session(with_turns=True)
     plan = ctx.engine.plan_undo(session.id, turn=args.n, from_turn=args.from_n, force=args.force)
     return _common.take_back(ctx, plan, yes=args.yes, dry_run=args.dry_run)
