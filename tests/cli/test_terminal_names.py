@@ -106,7 +106,10 @@ def test_every_view_escapes_the_control_characters_of_names_messages_and_command
 
     code, out, err = outputs["undo"]
     assert code == 1
-    assert _lines(out) == [
+    *rows, commands_note = _lines(out)
+    assert commands_note.startswith("only the recorded files go back: "), commands_note
+    assert "is not undone: touch $'nl\\nskip important.txt" in commands_note, commands_note  # quoted as bash would
+    assert rows == [
         f"undo turn {log['turns'][0]['id'][:16]}: {MESSAGE_SHOWN}",
         f"trash       {BY_SHELL_SHOWN}",
         f"trash       {NEWLINE_SHOWN}",

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.capture.test_commands import rows_of
 from tests.conftest import TEST_KEY, Result, cli_env, make_project, python_for_user, run_cli, second_user
 from tests.reliability.helpers import record
 
@@ -143,7 +144,7 @@ def _assert_store_not_recorded(home: Path, project: Path, sid: str, command: str
     preview = run_cli(home, "undo", "--dry-run", "--force", "--session", sid, cwd=project, env=env)
     assert preview.rc == 0, preview.err
     assert "turnback.db" not in preview.out and str(home) not in preview.out, preview.out
-    assert [line for line in preview.lines if not line.startswith("undo turn ")] == ["restore     README.md"]
+    assert rows_of(preview) == ["restore     README.md"]
     record("agent-boundary", case="store named by a command", store_changes_recorded=0)
 
 

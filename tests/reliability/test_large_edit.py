@@ -3,7 +3,9 @@
 An edit is made in memory, so a file over ``snapshot.max_file_mib`` (16 MiB
 by default) is refused before it is read: a 3 GiB file (sparse, so the test
 costs no disk) is refused with exit 1 in a few seconds and a peak resident
-size of tens of MiB, measured for the CLI process alone with ``wait4``. An
+size of tens of MiB, measured for the CLI process alone (its ``VmHWM`` as it
+exits: ``wait4``'s figure also counts the pages of the pytest process it was
+forked from). An
 edit at the limit, of a file big enough to be stored in chunks, followed by
 ``rm`` of the file, is undone byte for byte with the default store cap.
 """
@@ -26,22 +28,43 @@ RSS_LIMIT_MIB = 150  # the CLI itself is ~40 MiB; reading 3 GiB would take over 
 NEEDLE = b"\nthe old line\n"
 
 
+# Runs the CLI as ``python -m turnback`` does, and writes its own peak resident size (kB) to the descriptor
+# its first argument names as it exits.
+PEAK_REPORTER = """
+import atexit, os, runpy, sys
+def report():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    os.write(fd, peak.encode())
+fd = int(sys.argv.pop(1))
+atexit.register(report)
+sys.argv[0] = "turnback"
+runpy.run_module("turnback", run_name="__main__", alter_sys=True)
+"""
+
+
 def _cli_with_peak_rss(home: Path, *args: str, cwd: Path) -> tuple[int, str, float, float]:
-    """Run the CLI; its exit code, stderr, peak resident size in MiB (its own, from wait4) and seconds."""
+    """Run the CLI; its exit code, stderr, peak resident size in MiB (its own, after exec) and seconds."""
     started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "turnback", *args],
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        cwd=cwd,
-        env=cli_env(home),
-    )
-    assert proc.stderr is not None
-    err = proc.stderr.read().decode("utf-8", "replace")
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, err, usage.ru_maxrss / 1024, time.monotonic() - started
+    read_end, write_end = os.pipe()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-c", PEAK_REPORTER, str(write_end), *args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            cwd=cwd,
+            env=cli_env(home),
+            pass_fds=(write_end,),
+        )
+        os.close(write_end)
+        write_end = -1
+        peak_kib = int(os.read(read_end, 64) or b"0")
+    finally:
+        os.close(read_end)
+        if write_end >= 0:
+            os.close(write_end)
+    return proc.returncode, proc.stderr.decode("utf-8", "replace"), peak_kib / 1024, time.monotonic() - started
 
 
 def _session(home: Path, project: Path) -> str:
