@@ -961,7 +961,19 @@ class Engine:
         from turnback.render.summary import command_line
 
         call = self.store.call(call_id)
-        return CommandResult(call, exit_code, timed_out, command_line(call.changes, self.load))
+        notes = self.overlapped_changes(call)
+        return CommandResult(call, exit_code, timed_out, command_line(call.changes, self.load, notes=notes))
+
+    def overlapped_changes(self, call: Call) -> dict[int, str]:
+        """The changes of a command that a job or call running meanwhile may have made: a note naming it, by id.
+
+        Reverting the command, or undoing its turn without that call, leaves them for ``--anyway``/``--force``.
+        """
+        from turnback.ops.plan import overlapped_changes
+
+        if call.kind not in ("command", "job") or not call.changes:
+            return {}
+        return overlapped_changes(self.store, self.project_of(self.store.session(call.session_id)), call)
 
     def run_command(
         self,

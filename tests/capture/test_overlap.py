@@ -43,7 +43,7 @@ def _overlapped(cli, sid: str, tmp_path: Path, *, end_turn_first: bool) -> tuple
     cli("turn", "begin", "--session", sid)
     job = _job_id(cli("exec", "--session", sid, "--background", "--", "sh", "-c", JOB, env=env))
     read = cli("exec", "--session", sid, "--", "sh", "-c", READER, env=env)
-    assert (read.rc, read.out) == (0, "job\nnew job.txt\n"), read.err
+    assert (read.rc, read.out) == (0, f"job\nnew job.txt (may be background job {job}'s, which still runs)\n"), read.err
     if end_turn_first:
         assert cli("turn", "end", "--session", sid).rc == 0
     (tmp_path / "gate2").touch()
@@ -60,7 +60,15 @@ def test_reverting_a_read_only_command_run_during_a_job_keeps_the_jobs_file(  # 
     cli, project: Path, tmp_path: Path, sid: str
 ) -> None:
     job, reader = _overlapped(cli, sid, tmp_path, end_turn_first=False)
-    held = f"skip        job.txt (background job {job[:16]} ran meanwhile, so the change may be its; "
+    shown = cli("show", reader)
+    assert shown.lines[1:] == [
+        f"new job.txt +1 -0 (may be background job {job[:16]}'s, which ran meanwhile)",
+        "--- /dev/null",
+        "+++ b/job.txt",
+        "@@ -0,0 +1 @@",
+        "+job",
+    ]
+    held = f"skip        job.txt (the change may be background job {job[:16]}'s, which ran meanwhile; "
     preview = cli("revert", reader, "--dry-run")
     assert preview.rc == 0, preview.err
     assert preview.lines[1:] == [
@@ -108,4 +116,20 @@ def test_a_late_jobs_file_seen_by_a_command_of_its_turn_needs_force(  # type: ig
     assert (project / "job.txt").read_bytes() == b"job\n"
     forced = cli("undo", "--force", "--yes", "--session", sid)
     assert forced.rc == 0, forced.out + forced.err
+    assert not (project / "job.txt").exists()
+
+
+def test_reverting_the_job_takes_its_file_back_though_a_command_saw_it_too(  # type: ignore[no-untyped-def]
+    cli, project: Path, tmp_path: Path, sid: str
+) -> None:
+    job, reader = _overlapped(cli, sid, tmp_path, end_turn_first=False)
+    shown = cli("show", job)
+    assert shown.lines[1] == "new job.txt +1 -0"
+    preview = cli("revert", job, "--dry-run")
+    assert preview.lines[1] == "trash       job.txt"
+    reverted = cli("revert", job, "--yes")
+    assert reverted.rc == 0, reverted.out + reverted.err
+    assert not (project / "job.txt").exists()
+    again = cli("revert", reader, "--yes")  # what the command saw is gone too: nothing of it to take back
+    assert again.rc == 0, again.out + again.err
     assert not (project / "job.txt").exists()

@@ -55,7 +55,7 @@ EVICTED = "copy dropped by the size cap"
 ALREADY_EARLIER = "already holds the earlier content"
 LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
 LATE_JOB = "{what} {call} changed it after the turn had ended; --force takes that back too"
-OVERLAP = "{what} {call} ran meanwhile, so the change may be its; {flag} takes it back too"
+OVERLAP = "the change {note}; {flag} takes it back too"
 REF_MOVED = "moved since the turn (it holds {now}); left as it is"
 COPY_MISSING = "the earlier copy is missing from the store"
 
@@ -421,13 +421,27 @@ def _overlapping(store: Store, project: Project, change: Change, kind: str) -> l
     return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
 
 
+def overlap_note(other: CallId, kind: str, running: bool) -> str:
+    """``may be background job 01a2…'s, which ran meanwhile``: whose a command's change may be."""
+    what = {"job": "background job", "command": "command"}.get(kind, "call")
+    return f"may be {what} {short_id(other)}'s, which {'still runs' if running else 'ran meanwhile'}"
+
+
+def overlapped_changes(store: Store, project: Project, call: Call) -> dict[int, str]:
+    """Each change of *call* a call running meanwhile may have made (:func:`_overlapping`): a note naming it."""
+    notes = {}
+    for change in call.changes:
+        overlapping = _overlapping(store, project, change, call.kind)
+        if overlapping and not change.reverted:
+            notes[change.id] = overlap_note(*overlapping[0])
+    return notes
+
+
 def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> str | None:
     """Why a command's change is left for *flag*: a call not taken back with it may have made it."""
-    for other, kind, running in overlapping:
-        if other not in in_plan:
-            what = {"job": "background job", "command": "command"}.get(kind, "call")
-            what += " (still running)" if running else ""
-            return OVERLAP.format(what=what, call=short_id(other), flag=flag)
+    for other in overlapping:
+        if other[0] not in in_plan:
+            return OVERLAP.format(note=overlap_note(*other), flag=flag)
     return None
 
 
@@ -736,6 +750,7 @@ def plan_revert(
 
 __all__ = [
     "UNDO_CONFLICT",
+    "overlapped_changes",
     "plan_revert",
     "plan_undo",
     "select_undo_turns",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from turnback.globs import glob_matches
@@ -169,8 +169,17 @@ LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
 LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
 
 
-def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, shown: int = 3) -> str:
-    """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed."""
+def command_line(
+    changes: Sequence[Change],
+    load: Callable[[BlobId], bytes],
+    *,
+    shown: int = 3,
+    notes: Mapping[int, str] | None = None,
+) -> str:
+    """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed.
+
+    *notes*: a change's note by its id (whose it may be, when another call ran meanwhile).
+    """
     files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind if c.after else "")]
     if not files:
         return ""
@@ -186,6 +195,8 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
             diff = diff_states(change.before, change.after, load)
             if not diff.binary:
                 text += f" +{diff.added} -{diff.removed}"
+        if notes and change.id in notes:
+            text += f" ({notes[change.id]})"
         items.append(text)
     line = " · ".join(items)
     if len(files) > shown:
