@@ -133,3 +133,27 @@ def test_reverting_the_job_takes_its_file_back_though_a_command_saw_it_too(  # t
     again = cli("revert", reader, "--yes")  # what the command saw is gone too: nothing of it to take back
     assert again.rc == 0, again.out + again.err
     assert not (project / "job.txt").exists()
+
+
+def test_a_file_tools_write_during_a_job_is_the_tools_when_the_job_is_reverted(  # type: ignore[no-untyped-def]
+    cli, project: Path, tmp_path: Path, sid: str
+) -> None:
+    gate = tmp_path / "gate"
+    cli("turn", "begin", "--session", sid)
+    script = 'echo job > job.txt; until [ -e "$G" ]; do sleep .1; done'
+    job = _job_id(cli("exec", "--session", sid, "--background", "--", "sh", "-c", script, env={"G": str(gate)}))
+    wrote = cli("write", "--session", sid, "tool.txt", stdin=b"tool\n")
+    assert wrote.rc == 0, wrote.err
+    gate.touch()
+    [done] = wait_jobs_done(cli, sid)
+    assert done["changes"] == [{"path": "job.txt", "kind": "new"}, {"path": "tool.txt", "kind": "new"}]
+    [_job_call, tool] = _calls(cli, sid)
+    note = f"may be call {str(tool['id'])[:16]}'s, which ran meanwhile"
+    shown = cli("show", job).lines
+    assert [line for line in shown if line.startswith("new ")] == ["new job.txt +1 -0", f"new tool.txt +1 -0 ({note})"]
+    assert cli("turn", "end", "--session", sid).rc == 0
+    reverted = cli("revert", job, "--yes")
+    assert reverted.rc == 0, reverted.out + reverted.err
+    assert f"skip        tool.txt (the change {note}; --anyway takes it back too)" in reverted.lines
+    assert not (project / "job.txt").exists()
+    assert (project / "tool.txt").read_bytes() == b"tool\n"
