@@ -191,7 +191,7 @@ def show_call(ctx: Context, call: turnback.Call) -> int:
     if not ctx.out.json_mode:
         hidden = engine.call_hidden(call)
         limit = engine.config.diff_lines
-        notes = engine.overlapped_changes(call)
+        notes = engine.overlap_notes(call)
         lines = text.call_lines(
             call, number, engine.load, limit, hidden=hidden.paths, hide_error=hidden.text, notes=notes
         )

@@ -427,14 +427,11 @@ def overlap_note(other: CallId, kind: str, running: bool) -> str:
     return f"may be {what} {short_id(other)}'s, which {'still runs' if running else 'ran meanwhile'}"
 
 
-def overlapped_changes(store: Store, project: Project, call: Call) -> dict[int, str]:
-    """Each change of *call* a call running meanwhile may have made (:func:`_overlapping`): a note naming it."""
-    notes = {}
-    for change in call.changes:
-        overlapping = _overlapping(store, project, change, call.kind)
-        if overlapping and not change.reverted:
-            notes[change.id] = overlap_note(*overlapping[0])
-    return notes
+def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> str | None:
+    """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
+    (:func:`_overlapping`)."""
+    overlapping = [] if change.reverted else _overlapping(store, project, change, kind)
+    return overlap_note(*overlapping[0]) if overlapping else None
 
 
 def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> str | None:
@@ -750,7 +747,7 @@ def plan_revert(
 
 __all__ = [
     "UNDO_CONFLICT",
-    "overlapped_changes",
+    "change_overlap_note",
     "plan_revert",
     "plan_undo",
     "select_undo_turns",

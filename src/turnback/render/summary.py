@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from turnback.globs import glob_matches
@@ -174,11 +174,12 @@ def command_line(
     load: Callable[[BlobId], bytes],
     *,
     shown: int = 3,
-    notes: Mapping[int, str] | None = None,
+    notes: Callable[[Change], str | None] | None = None,
 ) -> str:
     """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed.
 
-    *notes*: a change's note by its id (whose it may be, when another call ran meanwhile).
+    *notes*: a change's note, if any (whose it may be, when another call ran meanwhile); asked for the
+    changes shown only.
     """
     files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind if c.after else "")]
     if not files:
@@ -195,8 +196,9 @@ def command_line(
             diff = diff_states(change.before, change.after, load)
             if not diff.binary:
                 text += f" +{diff.added} -{diff.removed}"
-        if notes and change.id in notes:
-            text += f" ({notes[change.id]})"
+        note = notes(change) if notes is not None else None
+        if note is not None:
+            text += f" ({note})"
         items.append(text)
     line = " · ".join(items)
     if len(files) > shown:

@@ -6,7 +6,7 @@ they never read the disk or the store themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
@@ -68,12 +68,12 @@ def call_lines(
     *,
     hidden: Collection[str] = (),
     hide_error: bool = False,
-    notes: Mapping[int, str] | None = None,
+    notes: Callable[[Change], str | None] | None = None,
 ) -> list[str]:
     """``call ID  edit src/a.py  (turn 2)`` and each change's diff; a *hidden* path shows no contents.
 
     *hide_error*: the call is about an ignored file, and its error message may quote that file. *notes*: a
-    change's note by its id (whose it may be, when another call ran meanwhile).
+    change's note, if any (whose it may be, when another call ran meanwhile).
     """
     where = f"  (turn {turn_number})" if turn_number is not None else ""
     lines = [f"call {short_id(call.id)}  {call_title(call)}{where}"]
@@ -96,7 +96,8 @@ def call_lines(
             lines.append(f"{change.kind} {quote(change.path)}{folder} ({IGNORED})")
             continue
         label = change_label(change, diff_states(change.before, change.after, load))
-        lines.append(f"{label} ({notes[change.id]})" if notes and change.id in notes else label)
+        note = notes(change) if notes is not None else None
+        lines.append(f"{label} ({note})" if note is not None else label)
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
     return lines
 
