@@ -34,6 +34,7 @@ from turnback.model import (
     BlobId,
     Call,
     CallId,
+    Change,
     FileState,
     IdSource,
     OpId,
@@ -961,7 +962,21 @@ class Engine:
         from turnback.render.summary import command_line
 
         call = self.store.call(call_id)
-        return CommandResult(call, exit_code, timed_out, command_line(call.changes, self.load))
+        line = command_line(call.changes, self.load, notes=self.overlap_notes(call))
+        return CommandResult(call, exit_code, timed_out, line)
+
+    def overlap_notes(self, call: Call) -> Callable[[Change], str | None]:
+        """Whose each change of *call* may be, when a job or a call running meanwhile may have made it.
+
+        Reverting the command, or undoing its turn without that call, leaves such a change for
+        ``--anyway``/``--force``. Asked per change shown (a command's line names only a few of its changes).
+        """
+        from turnback.ops.plan import change_overlap_note
+
+        if call.kind not in ("command", "job") or not call.changes:
+            return lambda _change: None
+        project = self.project_of(self.store.session(call.session_id))
+        return lambda change: change_overlap_note(self.store, project, change, call.kind)
 
     def run_command(
         self,

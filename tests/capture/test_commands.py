@@ -878,3 +878,60 @@ def test_exec_json_keeps_stdout_for_the_object(cli, sid: str) -> None:  # type: 
     assert data["exit"] == 3 and data["line"] == "new j.txt"
     assert data["call"]["changes"] == [{"path": "j.txt", "kind": "new"}]
     assert result.err == "printed\nnew j.txt\n"
+
+
+# -- no-op rows -------------------------------------------------------------------------------
+
+
+def _git_objects_adopted(home: Path) -> bool:
+    """Whether the project's stat cache holds copies, not git objects, for every file (the background copy ran)."""
+    from turnback.capture.scan import load_snapshot
+
+    with turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        [(project_id,)] = engine.store.db.all("SELECT id FROM projects")
+        cached = engine.store.latest_snapshot(project_id)
+        if cached is None:
+            return False
+        snapshot = load_snapshot(engine.store, cached.id, cached.data).snapshot
+        return bool(snapshot) and not any(entry.git_oid for entry in snapshot.values())
+
+
+def test_a_file_rewritten_with_its_own_bytes_is_no_change_while_git_objects_are_copied_in(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, tmp_path: Path, sid: str
+) -> None:
+    """The first command in a git repository starts from git's objects; the background copy of them replaces
+    the stat cache while it runs, so its scan after sees stored copies: the same content, not a change.
+    A file it rewrites with the same bytes (a new inode, a new ctime) is no change either."""
+    past = time.time() - 3600
+    for path in [project, *project.rglob("*")]:
+        os.utime(path, (past, past), follow_symlinks=False)  # older than git's index: each entry vouched for
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-q", "-m", "base"]):
+        subprocess.run([*git, *args], cwd=project, check=True, capture_output=True)
+    before = tree_state(project)
+    gate = tmp_path / "gate"
+    cli("turn", "begin", "--session", sid)
+    script = 'until [ -e "$G" ]; do sleep .1; done; cp README.md r.tmp && mv r.tmp README.md; touch docs/guide.md'
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnback", "exec", "--session", sid, "--", "sh", "-c", script],
+        cwd=project,
+        env=cli_env(home, {"G": str(gate)}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + JOB_WAIT_S
+    while not _git_objects_adopted(home):
+        assert proc.poll() is None and time.monotonic() < deadline, "git's objects were never copied in"
+        time.sleep(0.1)
+    gate.touch()
+    out, err = proc.communicate(timeout=60)
+    assert (proc.returncode, out, err) == (0, b"", b"")
+    assert tree_state(project) == before
+    log = cli("log", "--session", sid, "--json").json()
+    [turn] = log["turns"]  # type: ignore[misc]
+    [call] = turn["calls"]
+    assert call["changes"] == []
+    shown = cli("show", call["id"])
+    assert shown.rc == 0
+    [header] = shown.lines  # the call's line (its command cut short to fit), and no path under it
+    assert header.startswith(f"call {call['id'][:16]}  exec sh -c 'until ") and header.endswith("  (turn 1)")

@@ -76,6 +76,9 @@ class Entry(NamedTuple):
     racy: bool = False
     linked: bool = False  # a file with other names: a write through one of them is seen by the others' scan
 
+    def stat_key(self) -> tuple[int, int, int, int, int]:
+        return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.mode)
+
     def stat_matches(self, st: os.stat_result) -> bool:
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.mode) == (
             st.st_size,
@@ -97,6 +100,9 @@ class Entry(NamedTuple):
         if self.kind != other.kind:
             return False
         if self.kind == "file":
+            copied = (self.git_oid is None) != (other.git_oid is None) and not (self.racy or other.racy)
+            if copied and self.stat_key() == other.stat_key():
+                return True  # a git object and the copy made of it (the background copy), the file untouched
             return (self.blob, self.target) == (other.blob, other.target) and stat.S_IMODE(self.mode) == stat.S_IMODE(
                 other.mode
             )

@@ -191,7 +191,11 @@ def show_call(ctx: Context, call: turnback.Call) -> int:
     if not ctx.out.json_mode:
         hidden = engine.call_hidden(call)
         limit = engine.config.diff_lines
-        ctx.out.lines(text.call_lines(call, number, engine.load, limit, hidden=hidden.paths, hide_error=hidden.text))
+        notes = engine.overlap_notes(call)
+        lines = text.call_lines(
+            call, number, engine.load, limit, hidden=hidden.paths, hide_error=hidden.text, notes=notes
+        )
+        ctx.out.lines(lines)
     ctx.out.json({"call": data.call_data(call)})
     return 0
 

@@ -10,7 +10,7 @@ row whose path holds anything else is refused (compare-and-swap).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
 
 from turnback.capture import git
@@ -21,6 +21,7 @@ from turnback.model import (
     ABSENT,
     SPECIAL_BITS,
     Call,
+    CallId,
     Change,
     FileState,
     OpId,
@@ -54,6 +55,7 @@ EVICTED = "copy dropped by the size cap"
 ALREADY_EARLIER = "already holds the earlier content"
 LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
 LATE_JOB = "{what} {call} changed it after the turn had ended; --force takes that back too"
+OVERLAP = "the change {note}; {flag} takes it back too"
 REF_MOVED = "moved since the turn (it holds {now}); left as it is"
 COPY_MISSING = "the earlier copy is missing from the store"
 
@@ -406,6 +408,40 @@ def select_undo_turns(
     return [pending[-1]]
 
 
+def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[tuple[CallId, str, bool]]:
+    """The calls a command's change may be: those running while the command ran that ended later (or run still)
+    and changed the path too (or whose changes are not known yet).
+
+    A command's change is what differs between its two scans: a job or another call running meanwhile may
+    have made it, and that call's own end scan saw it too, so it is that call's. Only a file tool's call
+    names what it wrote, so its rows are its own.
+    """
+    if kind not in ("command", "job"):
+        return []
+    return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
+
+
+def overlap_note(other: CallId, kind: str, running: bool) -> str:
+    """``may be background job 01a2…'s, which ran meanwhile``: whose a command's change may be."""
+    what = {"job": "background job", "command": "command"}.get(kind, "call")
+    return f"may be {what} {short_id(other)}'s, which {'still runs' if running else 'ran meanwhile'}"
+
+
+def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> str | None:
+    """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
+    (:func:`_overlapping`)."""
+    overlapping = [] if change.reverted else _overlapping(store, project, change, kind)
+    return overlap_note(*overlapping[0]) if overlapping else None
+
+
+def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> str | None:
+    """Why a command's change is left for *flag*: a call not taken back with it may have made it."""
+    for other in overlapping:
+        if other[0] not in in_plan:
+            return OVERLAP.format(note=overlap_note(*other), flag=flag)
+    return None
+
+
 def _rows_for_turns(
     store: Store,
     tree: Tree,
@@ -419,6 +455,7 @@ def _rows_for_turns(
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
+    overlaps: dict[int, list[tuple[CallId, str, bool]]] = {}
     late_jobs = {
         call.id: "background job" if call.kind == "job" else "the command past its timeout"
         for turn in turns
@@ -430,6 +467,9 @@ def _rows_for_turns(
     def hold(change: Change) -> str | None:
         if change.call_id in late_jobs:
             return LATE_JOB.format(what=late_jobs[change.call_id], call=short_id(change.call_id))
+        overlap = _overlap_hold(overlaps.get(change.id, ()), in_plan, "--force")
+        if overlap is not None:
+            return overlap
         if change.path in checked:
             return None  # only a path's newest change in the plan can have a later call that stands
         checked.add(change.path)
@@ -442,6 +482,9 @@ def _rows_for_turns(
             for change in reversed(call.changes):
                 if change.reverted:
                     continue
+                overlaps[change.id] = _overlapping(store, project, change, call.kind)
+                if not force and any(other in late_jobs for other, _, _ in overlaps[change.id]):
+                    continue  # the late job's change: its own row, held for --force, stands for this one
                 rows.append(
                     _row_for_change(
                         picture,
@@ -671,6 +714,9 @@ def plan_revert(
             text += f"; call {short_id(later[-1])} wrote it later (revert that first, newest first)"
         return text + "; --anyway restores the earlier content over it"
 
+    def hold(change: Change) -> str | None:
+        return _overlap_hold(_overlapping(store, project, change, call.kind), {call.id}, "--anyway")
+
     picture = _Picture(store, tree)
     rows = [
         _row_for_change(
@@ -681,6 +727,7 @@ def plan_revert(
             conflict_reason=conflict,
             cut_short_reason=CUT_SHORT_REVERT,
             overwrite=anyway,
+            hold=hold,
         )
         for change in changes
     ]
@@ -700,6 +747,7 @@ def plan_revert(
 
 __all__ = [
     "UNDO_CONFLICT",
+    "change_overlap_note",
     "plan_revert",
     "plan_undo",
     "select_undo_turns",

@@ -169,8 +169,18 @@ LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
 LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
 
 
-def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, shown: int = 3) -> str:
-    """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed."""
+def command_line(
+    changes: Sequence[Change],
+    load: Callable[[BlobId], bytes],
+    *,
+    shown: int = 3,
+    notes: Callable[[Change], str | None] | None = None,
+) -> str:
+    """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed.
+
+    *notes*: a change's note, if any (whose it may be, when another call ran meanwhile); asked for the
+    changes shown only.
+    """
     files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind if c.after else "")]
     if not files:
         return ""
@@ -186,6 +196,9 @@ def command_line(changes: Sequence[Change], load: Callable[[BlobId], bytes], *, 
             diff = diff_states(change.before, change.after, load)
             if not diff.binary:
                 text += f" +{diff.added} -{diff.removed}"
+        note = notes(change) if notes is not None else None
+        if note is not None:
+            text += f" ({note})"
         items.append(text)
     line = " · ".join(items)
     if len(files) > shown:

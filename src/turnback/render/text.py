@@ -68,10 +68,12 @@ def call_lines(
     *,
     hidden: Collection[str] = (),
     hide_error: bool = False,
+    notes: Callable[[Change], str | None] | None = None,
 ) -> list[str]:
     """``call ID  edit src/a.py  (turn 2)`` and each change's diff; a *hidden* path shows no contents.
 
-    *hide_error*: the call is about an ignored file, and its error message may quote that file.
+    *hide_error*: the call is about an ignored file, and its error message may quote that file. *notes*: a
+    change's note, if any (whose it may be, when another call ran meanwhile).
     """
     where = f"  (turn {turn_number})" if turn_number is not None else ""
     lines = [f"call {short_id(call.id)}  {call_title(call)}{where}"]
@@ -93,7 +95,9 @@ def call_lines(
             folder = "/" if "dir" in (change.before.kind, change.after.kind if change.after else "") else ""
             lines.append(f"{change.kind} {quote(change.path)}{folder} ({IGNORED})")
             continue
-        lines.append(change_label(change, diff_states(change.before, change.after, load)))
+        label = change_label(change, diff_states(change.before, change.after, load))
+        note = notes(change) if notes is not None else None
+        lines.append(f"{label} ({note})" if note is not None else label)
         lines.extend(change_block(change.path, change.before, change.after, load, limit))
     return lines
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import operator
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -1032,6 +1033,37 @@ class Store:
             if row[0] not in excluding:
                 return CallId(row[0])
         return None
+
+    def overlapping_calls_on_path(
+        self, project_id: ProjectId, path: RelPath, call_id: CallId, *, outside: bool = False
+    ) -> list[tuple[CallId, str, bool]]:
+        """Other calls (any session of the project) that changed *path* and were running when *call_id* ended,
+        or were file tools' calls running while it ran (or still run as a command or job, their changes not known
+        yet): (id, kind, running), oldest first.
+
+        A command's change is what differs between its scans; a call running meanwhile may have made it: a
+        call whose own end scan, later, saw it too, or a file tool's call, which names what it wrote.
+        """
+        window = self.db.one("SELECT started_at, ended_at FROM calls WHERE id=?", (call_id,))
+        if window is None:
+            return []
+        start, end = window[0], window[1] if window[1] is not None else self.now()
+        changed = self.db.all(
+            "SELECT DISTINCT calls.id, calls.kind, calls.status = 'running', calls.rowid"
+            " FROM changes JOIN calls ON calls.id = changes.call_id"
+            " WHERE changes.project_id=? AND changes.path_id=? AND changes.reverted=0 AND calls.id<>?"
+            " AND calls.started_at < ? AND (calls.ended_at IS NULL OR calls.ended_at > ?"
+            " OR (calls.kind = 'tool' AND calls.ended_at > ?))",
+            (project_id, self.path_id(OUTSIDE_SCOPE if outside else project_id, path), call_id, end, end, start),
+        )
+        running = self.db.all(
+            "SELECT calls.id, calls.kind, 1, calls.rowid FROM calls JOIN sessions ON sessions.id = calls.session_id"
+            " WHERE calls.status = 'running' AND calls.kind IN ('command', 'job') AND sessions.project_id=?"
+            " AND calls.id<>? AND calls.started_at < ?",
+            (project_id, call_id, end),
+        )
+        rows = sorted({row[0]: row for row in [*changed, *running]}.values(), key=operator.itemgetter(3))
+        return [(CallId(row[0]), str(row[1]), bool(row[2])) for row in rows]
 
     def mark_changes_reverted(self, change_ids: Iterable[int], *, reverted: bool = True) -> None:
         ids = list(change_ids)
