@@ -36,6 +36,7 @@ from turnback.procs import process_alive
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_HOLD_FLAGS = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC if hasattr(os, "O_PATH") else None  # holds, opens nothing
 
 TEMP_PREFIX = ".turnback-"
 TEMP_SUFFIX = ".tmp"
@@ -342,6 +343,7 @@ class Tree:
         *,
         create_parents: bool = False,
         before_replace: Callable[[], None] | None = None,
+        release_replaced: Callable[[int], None] | None = None,
     ) -> None:
         """Replace *path* with a regular file holding *chunks*: temp, fsync, rename, fsync folder.
 
@@ -351,12 +353,19 @@ class Tree:
         *before_replace* runs once the temp file is durable, just before the
         rename (an undo moves the displaced file to the trash then); if it
         raises, nothing is renamed and the temp file is removed.
+
+        With *release_replaced*, the entry the rename replaces is held (an
+        ``O_PATH`` descriptor) across the rename and handed to it, to be
+        closed, once the write is durable: a rename over a file's last name
+        frees its blocks before it returns (2-4 ms on ext4), and the holder
+        closes it where that does not delay the write.
         """
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
                 raise UnsafePathError(f"the folder of {path} does not exist")
             _, name = split_rel_path(path)
             temp = _temp_name()
+            replaced: int | None = None
             try:
                 fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
             except OSError as exc:
@@ -374,13 +383,36 @@ class Tree:
                     os.close(fd)
                 if before_replace is not None:
                     before_replace()
-                os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                replaced = self._hold(parent, name) if release_replaced is not None else None
+                try:
+                    os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
+                except BaseException:
+                    if replaced is not None:
+                        os.close(replaced)
+                    raise
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(temp, dir_fd=parent)
                 raise
-            _fsync_dir(parent)
-            STEPS.done()
+            try:
+                _fsync_dir(parent)
+                STEPS.done()
+            except BaseException:
+                if replaced is not None:
+                    os.close(replaced)
+                raise
+            if replaced is not None and release_replaced is not None:
+                release_replaced(replaced)
+
+    @staticmethod
+    def _hold(parent: int, name: str) -> int | None:
+        """A descriptor that keeps the entry *name* alive (opening nothing, following no link), if there is one."""
+        if _HOLD_FLAGS is None:
+            return None
+        try:
+            return os.open(name, _HOLD_FLAGS, dir_fd=parent)
+        except OSError:
+            return None  # nothing there yet (a new file), or nothing to hold
 
     def link_into(self, path: RelPath, other: Tree, dest: RelPath, same_as: os.stat_result) -> bool:
         """Give the file at *path* a second name, *dest* in *other*: link to a temp name, rename, fsync folder.

@@ -9,6 +9,11 @@ the folder fsynced (so a write landing on it before the swap is kept). A
 removal (unlink, rmdir) is followed by an fsync of its folder before the
 journal marks it.
 
+A file-tool write makes its temp file while its record commits (the temp
+file shows nowhere until the rename), and renames it only once the record
+is durable; when the record fails, the temp file is removed and nothing is
+renamed.
+
 The spy wraps the real ``os.open``, ``os.write``, ``os.fsync``, ``os.replace``,
 ``os.link``, ``os.unlink`` and ``os.rmdir`` (and calls through), plus
 ``Store.set_row_status`` and the store's commit counter, in this process,
@@ -18,7 +23,9 @@ on the real disk.
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
+import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -235,3 +242,68 @@ def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
         trash_links=sum(1 for e in events if e.what == "link"),
         events=len(events),
     )
+
+
+class _CommitGate:
+    """Stands in for the store's SQLite connection (calling through): the next ``COMMIT`` first waits, at most
+    5 s, until a temp file was fsynced, then runs, or fails as a full or failing disk would make it fail."""
+
+    def __init__(self, conn: sqlite3.Connection, events: list[Event], *, fail: bool = False) -> None:
+        self._conn, self._events, self._fail = conn, events, fail
+        self.armed = True
+        self.temp_synced_first = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql == "COMMIT" and self.armed:
+            self.armed = False
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and not self.temp_synced_first:
+                self.temp_synced_first = any(
+                    e.what == "fsync-file" and os.path.basename(e.path).startswith(turnback.fsio.TEMP_PREFIX)
+                    for e in list(self._events)
+                )
+                time.sleep(0.001)
+            if self._fail:
+                raise sqlite3.OperationalError("disk I/O error")
+        return self._conn.execute(sql, *args)
+
+
+def test_a_write_makes_its_temp_file_while_its_record_commits_and_renames_it_after(
+    engine: turnback.Engine, project: Path, spy: list[Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = engine.new_session(str(project))
+    engine.begin_turn(session.id, "one write")
+    gate = _CommitGate(engine.store.db._conn, spy)
+    monkeypatch.setattr(engine.store.db, "_conn", gate)
+    spy.clear()
+    engine.write(session.id, "README.md", b"rewritten by the agent\n")
+    events = list(spy)
+    assert gate.temp_synced_first, "the temp file was not written while the record committed"
+    renamed, _ = _atomic_write(events, f"{project}/README.md", 0)
+    committed = _index(events, 0, lambda e: e.what == "commit")
+    assert committed < renamed, f"README.md was replaced before its record was durable: {events}"
+    assert (project / "README.md").read_bytes() == b"rewritten by the agent\n"
+    record("write-overlap", record_commit_event=committed, rename_event=renamed, events=len(events))
+
+
+def test_a_write_whose_record_fails_to_commit_removes_its_temp_file_and_renames_nothing(
+    engine: turnback.Engine, project: Path, spy: list[Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    session = engine.new_session(str(project))
+    turn = engine.begin_turn(session.id, "one write")
+    before = (project / "README.md").read_bytes()
+    gate = _CommitGate(engine.store.db._conn, spy, fail=True)
+    monkeypatch.setattr(engine.store.db, "_conn", gate)
+    spy.clear()
+    with pytest.raises(turnback.StoreError, match="disk I/O error"):
+        engine.write(session.id, "README.md", b"rewritten by the agent\n")
+    monkeypatch.setattr(engine.store.db, "_conn", gate._conn)
+    assert gate.temp_synced_first, "the temp file was not written while the record committed"
+    assert not any(e.what == "replace" for e in spy), spy
+    assert (project / "README.md").read_bytes() == before
+    assert [p.name for p in project.iterdir() if p.name.startswith(turnback.fsio.TEMP_PREFIX)] == []
+    assert engine.store.calls_of_turn(turn.id) == ()
+    record("write-overlap-commit-failed", faults_injected=1, temp_files_left=0, bytes_lost=0)

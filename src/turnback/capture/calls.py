@@ -14,6 +14,8 @@ A harness that writes files itself uses :class:`CallRecorder`:
 from __future__ import annotations
 
 import json
+import os
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -134,37 +136,124 @@ def _keeps_copies(target: CallTarget, where: Location) -> bool:
     return not target.incognito and where.uncovered is None
 
 
-Prepared = tuple[list[PlannedChange], Callable[[], None]]
+class StagedAct(NamedTuple):
+    """An action whose first part makes nothing visible (a temp file written and fsynced beside its name), so
+    it runs while the call's record commits. *run* calls the gate it is given before its first visible step
+    (the rename): the gate returns once the record is durable, and raises when it was not committed. It may
+    hand a descriptor of the file it replaced to its second argument, which closes it once the call is done
+    (freeing the file's blocks then costs the call nothing)."""
+
+    run: Callable[[Callable[[], None], Callable[[int], None]], None]
+
+
+Prepared = tuple[list[PlannedChange], Callable[[], None] | StagedAct]
+
+
+class _RecordNotCommitted(Exception):
+    """The call's record was not committed: a staged action stops before its first visible step."""
+
+
+class _Overlap:
+    """A :class:`StagedAct` run in a thread while the record commits (both wait on fsyncs, which release the
+    GIL), so a write costs one sync less of wall time; the rename still waits for the durable record."""
+
+    def __init__(self, act: StagedAct) -> None:
+        self._gate = threading.Event()
+        self._done = threading.Event()
+        self._committed = False
+        self._error: BaseException | None = None
+        self._replaced: int | None = None
+        self._thread = threading.Thread(target=self._main, args=(act,), name="turnback-staged-write", daemon=True)
+        self._thread.start()
+
+    def _main(self, act: StagedAct) -> None:
+        try:
+            act.run(self._pass_gate, self._keep_replaced)
+        except BaseException as exc:
+            self._error = exc
+        finally:
+            self._done.set()
+            if self._replaced is not None:
+                os.close(self._replaced)  # after the call is done: it frees the replaced file's blocks
+
+    def _pass_gate(self) -> None:
+        self._gate.wait()
+        if not self._committed:
+            raise _RecordNotCommitted
+
+    def _keep_replaced(self, fd: int) -> None:
+        self._replaced = fd
+
+    def open_gate(self) -> None:
+        """The record is durable: the action may make its change visible."""
+        self._committed = True
+        self._gate.set()
+
+    def refuse(self) -> None:
+        """The record failed: the action stops before its rename (its temp file removed); wait until it has."""
+        self._gate.set()
+        self._wait()
+
+    def finish(self) -> None:
+        """Wait for the action; raise what it raised."""
+        self._wait()
+        if self._error is not None:
+            raise self._error
+
+    def _wait(self) -> None:
+        # Never go on while the thread is mid-write: an interrupt (Ctrl-C) waits for it, then goes on.
+        interrupted: BaseException | None = None
+        while not self._done.is_set():
+            try:
+                self._done.wait()
+            except BaseException as exc:
+                interrupted = exc
+        if interrupted is not None:
+            raise interrupted
 
 
 def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[], Prepared]) -> CallId:
     """Work out the call's changes and record them (one transaction), act, then settle the record.
 
     *prepare* reads the disk, stores the states, and returns the changes and
-    the action that makes them; it raises to refuse the call.
+    the action that makes them; it raises to refuse the call. A
+    :class:`StagedAct` starts while the record commits.
     """
     store = target.store
-    with store.transaction():
-        changes, act = prepare()
-        call_id = store.create_call(target.turn, tool, _kept_input(target, raw_input))
-        change_ids = []
-        if not target.incognito:
-            for seq, change in enumerate(changes):
-                where = change.where
-                change_ids.append(
-                    store.add_change(
-                        call_id,
-                        seq,
-                        target.project.id,
-                        RelPath(where.recorded),
-                        change.before,
-                        change.after,
-                        outside=where.outside,
-                        not_covered=where.uncovered,
-                    )
-                )
+    overlap: _Overlap | None = None
     try:
-        act()
+        with store.transaction():
+            changes, act = prepare()
+            call_id = store.create_call(target.turn, tool, _kept_input(target, raw_input))
+            change_ids = []
+            if not target.incognito:
+                for seq, change in enumerate(changes):
+                    where = change.where
+                    change_ids.append(
+                        store.add_change(
+                            call_id,
+                            seq,
+                            target.project.id,
+                            RelPath(where.recorded),
+                            change.before,
+                            change.after,
+                            outside=where.outside,
+                            not_covered=where.uncovered,
+                        )
+                    )
+            if isinstance(act, StagedAct):
+                overlap = _Overlap(act)  # last in the transaction: its commit is what the thread overlaps
+        if overlap is not None:
+            overlap.open_gate()
+    except BaseException:
+        if overlap is not None:
+            overlap.refuse()
+        raise
+    try:
+        if overlap is not None:
+            overlap.finish()
+        elif not isinstance(act, StagedAct):
+            act()
     except BaseException as exc:
         outcome = "it holds what it held before"
         with store.transaction():
@@ -218,6 +307,15 @@ def _stored_before(target: CallTarget, where: Location) -> FileState:
         return FileState("file", size=entry.size, mode=entry.permissions)  # unreadable: what its stat says
 
 
+def _staged_write(where: Location, data: bytes, mode: int) -> StagedAct:
+    """The atomic write of *data* to a path whose folder exists: its temp file is made while the record commits."""
+    return StagedAct(
+        lambda gate, release: where.tree.write_atomic(
+            where.rel, [data], mode, before_replace=gate, release_replaced=release
+        )
+    )
+
+
 def record_write(
     target: CallTarget, where: Location, data: bytes, *, tool: str = "write", raw_input: str | None = None
 ) -> CallId:
@@ -232,7 +330,9 @@ def record_write(
         _refuse_non_file(where, before, "write")
         changes = _content_plan(target, where, data, before)
         mode = changes[-1].after.mode or default_file_mode()
-        return changes, lambda: where.tree.write_atomic(where.rel, [data], mode, create_parents=True)
+        if len(changes) > 1:  # folders to make first: they would show before the record is durable
+            return changes, lambda: where.tree.write_atomic(where.rel, [data], mode, create_parents=True)
+        return changes, _staged_write(where, data, mode)
 
     shown = raw_input if raw_input is not None else _input_json(path=where.recorded, content=_content_text(data))
     return _perform(target, tool, shown, prepare)
@@ -291,7 +391,7 @@ def record_edit(
         else:
             before = FileState("file", size=len(data), mode=entry.permissions)
         changes = _content_plan(target, where, edited, before)
-        return changes, lambda: where.tree.write_atomic(where.rel, [edited], entry.permissions)
+        return changes, _staged_write(where, edited, entry.permissions)
 
     return _perform(target, "edit", _input_json(path=path, old=old, new=new, all=replace_all), prepare)
 
