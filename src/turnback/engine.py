@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, NamedTuple
 
 from turnback.capture import calls as tools
 from turnback.capture.calls import CallRecorder, CallTarget
+from turnback.catalog import Message
 from turnback.errors import (
     BusyError,
     NothingToDoError,
@@ -965,7 +966,7 @@ class Engine:
         line = command_line(call.changes, self.load, notes=self.overlap_notes(call))
         return CommandResult(call, exit_code, timed_out, line)
 
-    def overlap_notes(self, call: Call) -> Callable[[Change], str | None]:
+    def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
         """Whose each change of *call* may be, when a job or a call running meanwhile may have made it.
 
         Reverting the command, or undoing its turn without that call, leaves such a change for

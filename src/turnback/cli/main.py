@@ -58,6 +58,8 @@ from turnback.cli.commands import (
     watch,
     write,
 )
+from turnback.catalog import Message, word
+from turnback.render.data import message_data
 from turnback.render.terminal import escape_line
 
 COMMANDS: dict[str, ModuleType] = {
@@ -175,9 +177,11 @@ def _check_text_arguments(args: argparse.Namespace, argv: Sequence[str]) -> None
 
 
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
-    hint = " (--uncovered goes ahead without a copy)" if isinstance(error, turnback.UncoveredError) else ""
-    out.note(f"turnback: {error}{hint}")
-    out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": error.exit_code}})
+    message = error.message
+    if isinstance(error, turnback.UncoveredError):
+        message = Message("uncovered_hint", refusal=message)
+    out.note(f"turnback: {word(message)}")
+    out.json({"error": {"type": type(error).__name__, **message_data(error.message), "exit": error.exit_code}})
     return error.exit_code
 
 

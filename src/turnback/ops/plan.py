@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from turnback.capture import git
 from turnback.capture.states import capture_state, probe_state
+from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
@@ -40,24 +41,58 @@ from turnback.model import (
 from turnback.paths import RelPath
 from turnback.store import Store
 
-UNDO_CONFLICT = "changed after the turn; --force overwrites it"
-ROLLBACK_CONFLICT = "changed after the turn; a rollback leaves it as it is"
-RESEND_CONFLICT = "changed since the call, so it cannot be reverted; --anyway drops its copy"
-RESEND_ANYWAY_CONFLICT = "changed since the call, so it is left as it is and its copy dropped"
-REDO_CONFLICT = "changed since the operation; taking it back would overwrite that, so it is left as it is"
-ALREADY_REDONE = "already holds what the operation displaced"
-CUT_SHORT_ROLLBACK = "the call may be cut short, so what it wrote is unknown; a rollback leaves it as it is"
-CUT_SHORT_UNDO = "the call may be cut short, so what it wrote is unknown; --force overwrites it"
-CUT_SHORT_REVERT = "the call may be cut short, so what it wrote is unknown; --anyway restores the earlier content"
-LINK_IN_PLACE = "a symbolic link is in its place; the link and the file it points to are left alone"
-SPECIAL_IN_PLACE = "a FIFO, socket or device is in its place; it is left alone"
-EVICTED = "copy dropped by the size cap"
-ALREADY_EARLIER = "already holds the earlier content"
-LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
-LATE_JOB = "{what} {call} changed it after the turn had ended; --force takes that back too"
-OVERLAP = "the change {note}; {flag} takes it back too"
-REF_MOVED = "moved since the turn (it holds {now}); left as it is"
-COPY_MISSING = "the earlier copy is missing from the store"
+
+def clauses(*parts: Message) -> Message:
+    """One reason of several clauses (``changed after the turn; --force overwrites it``)."""
+    return Message("clauses", parts=parts)
+
+
+def first_clause(reason: Message) -> Message:
+    """What a reason says happened, without what a flag would do about it."""
+    parts = reason.params.get("parts") if reason.code == "clauses" else None
+    return parts[0] if isinstance(parts, tuple) and parts else reason
+
+
+def with_flag_command(reason: Message, command: str) -> Message:
+    """*reason* with the flag it names replaced by the whole command that acts on it (``turnback undo 2 --force``)."""
+
+    def swapped(key: str, value: object) -> object:
+        if key == "flag":
+            return command
+        if isinstance(value, Message):
+            return with_flag_command(value, command)
+        if isinstance(value, tuple):
+            return tuple(with_flag_command(item, command) if isinstance(item, Message) else item for item in value)
+        return value
+
+    return Message(reason.code, **{key: swapped(key, value) for key, value in reason.params.items()})
+
+
+CHANGED_AFTER_TURN = Message("changed_after_turn")
+UNDO_CONFLICT = clauses(CHANGED_AFTER_TURN, Message("flag_overwrites_it", flag="--force"))
+ROLLBACK_CONFLICT = clauses(CHANGED_AFTER_TURN, Message("rollback_leaves_it"))
+RESEND_CONFLICT = Message("resend_conflict")
+RESEND_ANYWAY_CONFLICT = Message("resend_anyway_conflict")
+REDO_CONFLICT = Message("redo_conflict")
+ALREADY_REDONE = Message("already_redone")
+CUT_SHORT = Message("cut_short_unknown")
+CUT_SHORT_ROLLBACK = clauses(CUT_SHORT, Message("rollback_leaves_it"))
+CUT_SHORT_UNDO = clauses(CUT_SHORT, Message("flag_overwrites_it", flag="--force"))
+CUT_SHORT_REVERT = clauses(CUT_SHORT, Message("anyway_restores_earlier"))
+LINK_IN_PLACE = Message("link_in_place")
+SPECIAL_IN_PLACE = Message("special_in_place")
+EVICTED = Message("copy_evicted")
+ALREADY_EARLIER = Message("already_earlier")
+COPY_MISSING = Message("copy_missing")
+GOES_TO_TRASH = Message("now_goes_to_trash")
+OP_NOUNS = {
+    "undo": Message("op_undo"),
+    "revert": Message("op_revert"),
+    "rollback": Message("op_rollback"),
+    "resend": Message("op_resend"),
+    "redo": Message("op_redo"),
+}
+SETUID_NOT_RESTORED = Message("setuid_not_restored")
 
 
 @dataclass(slots=True)
@@ -68,7 +103,7 @@ class _Row:
     target: FileState | None
     change_ids: list[int]
     turn_id: str | None
-    reason: str | None = None
+    reason: Message | None = None
     force_only: bool = False
     conflict: bool = False
     outside: bool = False
@@ -131,9 +166,9 @@ class _Picture:
         self._planned.add(path)
 
 
-def _copy_available(store: Store, change: Change) -> str | None:
+def _copy_available(store: Store, change: Change) -> Message | None:
     if change.not_covered:
-        return change.not_covered
+        return Message("plain", text=change.not_covered)
     if change.evicted:
         return EVICTED
     if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):
@@ -153,10 +188,10 @@ def _row_for_change(
     change: Change,
     turn_id: str | None,
     *,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
+    conflict_reason: Callable[[Change], Message],
+    cut_short_reason: Message,
     overwrite: bool,
-    hold: Callable[[Change], str | None] = lambda _change: None,
+    hold: Callable[[Change], Message | None] = lambda _change: None,
 ) -> _Row:
     row = _plan_change(
         picture,
@@ -182,10 +217,10 @@ def _plan_change(
     change: Change,
     turn_id: str | None,
     *,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
+    conflict_reason: Callable[[Change], Message],
+    cut_short_reason: Message,
     overwrite: bool,
-    hold: Callable[[Change], str | None],
+    hold: Callable[[Change], Message | None],
 ) -> _Row:
     """One change's row; *hold* names a reason to leave it for ``--force`` (a later call, a late job)."""
     path, target = change.path, change.before
@@ -194,7 +229,7 @@ def _plan_change(
         return _Row(path, "not covered", None, None, [change.id], turn_id, missing)
     current = picture.get(path, outside=change.outside)
     if isinstance(current, TurnbackError):
-        return _Row(path, "skip", None, None, [change.id], turn_id, str(current))
+        return _Row(path, "skip", None, None, [change.id], turn_id, current.message)
     blocked = picture.blocked.get(path)
     if blocked is not None:
         return _Row(
@@ -225,7 +260,7 @@ def _plan_change(
     seen = picture.seen_with_content(path, current, outside=change.outside)
     if overwrite:
         picture.set(path, target)
-        overwritten = reason.split(";")[0] + "; what it holds now goes to the trash"
+        overwritten = clauses(first_clause(reason), GOES_TO_TRASH)
         return _Row(path, _acting(target, seen), seen, target, [change.id], turn_id, overwritten, conflict=True)
     return _Row(path, "skip", seen, target, [change.id], turn_id, reason, force_only=True, conflict=True)
 
@@ -283,9 +318,9 @@ def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
             seen_paths[row.path] = count
             name = "outside/" + row.path.lstrip("/") if row.outside else row.path
             trash_name = name if count == 1 else f"{name}~{count}"
-        warnings: tuple[str, ...] = ()
+        warnings: tuple[Message, ...] = ()
         if row.action == "restore" and row.target is not None and (row.target.mode or 0) & SPECIAL_BITS:
-            warnings = ("its setuid, setgid or sticky bit is not restored",)
+            warnings = (SETUID_NOT_RESTORED,)
         finished.append(
             PlanRow(
                 seq=seq,
@@ -328,7 +363,7 @@ def _ref_rows(turns: Sequence[Turn], current: dict[str, str] | None) -> list[_Ro
                 rows.append(_Row(name, "mark", None, None, [change.id], turn.id, ALREADY_EARLIER, ref=update))
                 continue
             if now != change.after:
-                reason = REF_MOVED.format(now=ref_value_text(now))
+                reason = Message("ref_moved_since_turn", now=ref_value_text(now))
                 rows.append(_Row(name, "skip", None, None, [change.id], turn.id, reason, ref=update))
                 continue
             state[change.name] = change.before
@@ -368,43 +403,37 @@ def select_undo_turns(
     """
     with_changes = [turn for turn in turns if turn.id in changed]
     if number is not None and from_number is not None:
-        raise UsageError("give a turn number or --from, not both")
+        raise UsageError(Message("turn_number_or_from"))
     if from_number is not None:
         if not any(turn.number == from_number for turn in turns):
-            raise UsageError(f"the session has no turn {from_number}")
+            raise UsageError(Message("no_such_turn_number", number=from_number))
         chosen = [t for t in with_changes if t.number >= from_number and t.undone != "yes"]
         if not chosen:
-            raise NothingToDoError(f"nothing to undo: turn {from_number} and every later turn are undone")
+            raise NothingToDoError(Message("nothing_to_undo_from", number=from_number))
         return sorted(chosen, key=lambda t: t.number, reverse=True)
     if number is not None:
         matches = [turn for turn in turns if turn.number == number]
         if not matches:
-            raise UsageError(f"the session has no turn {number}")
+            raise UsageError(Message("no_such_turn_number", number=number))
         turn = matches[0]
         if turn.id not in changed:
-            raise NothingToDoError(f"nothing to undo: turn {number} changed no files")
+            raise NothingToDoError(Message("nothing_to_undo_no_files", number=number))
         if turn.undone == "yes":
-            raise NothingToDoError(f"nothing to undo: turn {number} is already undone")
+            raise NothingToDoError(Message("nothing_to_undo_already", number=number))
         newer = [t for t in with_changes if t.number > number and t.undone == "no"]
         if newer and not force:
-            raise RefusedError(
-                f"turn {newer[-1].number} is newer and not undone; undo it first (turnback undo), "
-                f"or add --force to undo turn {number} alone"
-            )
+            raise RefusedError(Message("undo_newer_first", newer=newer[-1].number, number=number))
         return [turn]
     pending = [turn for turn in with_changes if turn.undone == "no"]
     if not pending:
         if not with_changes:
-            raise NothingToDoError("nothing to undo: no turn of this session changed files")
+            raise NothingToDoError(Message("nothing_to_undo_no_changes"))
         partly = [turn for turn in with_changes if turn.undone == "partly"]
         if partly:
             # A plain undo passes over a partly undone turn (its skipped rows would only be skipped again).
             newest = partly[-1].number
-            raise NothingToDoError(
-                f"nothing to undo but what turn {newest} kept (it is partly undone): "
-                f"turnback undo {newest} plans it again"
-            )
-        raise NothingToDoError("nothing to undo: every turn of this session is undone")
+            raise NothingToDoError(Message("nothing_to_undo_but_kept", number=newest))
+        raise NothingToDoError(Message("nothing_to_undo_all_undone"))
     return [pending[-1]]
 
 
@@ -421,24 +450,26 @@ def _overlapping(store: Store, project: Project, change: Change, kind: str) -> l
     return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
 
 
-def overlap_note(other: CallId, kind: str, running: bool) -> str:
+def overlap_note(other: CallId, kind: str, running: bool) -> Message:
     """``may be background job 01a2…'s, which ran meanwhile``: whose a command's change may be."""
-    what = {"job": "background job", "command": "command"}.get(kind, "call")
-    return f"may be {what} {short_id(other)}'s, which {'still runs' if running else 'ran meanwhile'}"
+    what = {"job": Message("noun_background_job"), "command": Message("noun_command")}.get(kind, Message("noun_call"))
+    return Message(
+        "may_be_call_still_runs" if running else "may_be_call_ran_meanwhile", what=what, call=short_id(other)
+    )
 
 
-def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> str | None:
+def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> Message | None:
     """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
     (:func:`_overlapping`)."""
     overlapping = [] if change.reverted else _overlapping(store, project, change, kind)
     return overlap_note(*overlapping[0]) if overlapping else None
 
 
-def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> str | None:
+def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> Message | None:
     """Why a command's change is left for *flag*: a call not taken back with it may have made it."""
     for other in overlapping:
         if other[0] not in in_plan:
-            return OVERLAP.format(note=overlap_note(*other), flag=flag)
+            return Message("overlap_hold", note=overlap_note(*other), flag=flag)
     return None
 
 
@@ -449,24 +480,26 @@ def _rows_for_turns(
     turns: Sequence[Turn],
     *,
     force: bool,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
+    conflict_reason: Callable[[Change], Message],
+    cut_short_reason: Message,
 ) -> list[_Row]:
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
     overlaps: dict[int, list[tuple[CallId, str, bool]]] = {}
     late_jobs = {
-        call.id: "background job" if call.kind == "job" else "the command past its timeout"
+        call.id: Message("noun_background_job" if call.kind == "job" else "noun_command_past_timeout")
         for turn in turns
         for call in turn.calls
         if call.late
     }
     checked: set[str] = set()
 
-    def hold(change: Change) -> str | None:
+    def hold(change: Change) -> Message | None:
         if change.call_id in late_jobs:
-            return LATE_JOB.format(what=late_jobs[change.call_id], call=short_id(change.call_id))
+            return Message(
+                "late_changed_it", what=late_jobs[change.call_id], call=short_id(change.call_id), flag="--force"
+            )
         overlap = _overlap_hold(overlaps.get(change.id, ()), in_plan, "--force")
         if overlap is not None:
             return overlap
@@ -474,7 +507,7 @@ def _rows_for_turns(
             return None  # only a path's newest change in the plan can have a later call that stands
         checked.add(change.path)
         later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
-        return LATER_CALL.format(call=short_id(later)) if later else None
+        return Message("later_call_changed_it", call=short_id(later), flag="--force") if later else None
 
     rows: list[_Row] = []
     for turn in turns:
@@ -508,7 +541,7 @@ def plan_undo(
     turns: Sequence[Turn],
     *,
     force: bool,
-    title_for: Callable[[Turn], str],
+    title_for: Callable[[Turn], Message | str],
     op_id: OpId,
 ) -> Plan:
     """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
@@ -527,7 +560,10 @@ def plan_undo(
         session_id=session.id,
         project_id=project.id,
         rows=_finish_rows(rows),
-        sections=tuple(PlanSection(turn.id, f"undo turn {short_id(turn.id)}: {title_for(turn)}") for turn in turns),
+        sections=tuple(
+            PlanSection(turn.id, Message("section_undo_turn", turn=short_id(turn.id), title=title_for(turn)))
+            for turn in turns
+        ),
         turn_ids=tuple(turn.id for turn in turns),
         force=force,
         created_at=store.now(),
@@ -542,7 +578,7 @@ def plan_rollback(
     target: Turn | None,
     rewound: Sequence[Turn],
     *,
-    title_for: Callable[[Turn], str],
+    title_for: Callable[[Turn], Message | str],
     op_id: OpId,
 ) -> Plan:
     """Plan rolling the session back to *target* (``None``: its start): every turn after it, newest first."""
@@ -556,9 +592,16 @@ def plan_rollback(
         conflict_reason=lambda _change: ROLLBACK_CONFLICT,
         cut_short_reason=CUT_SHORT_ROLLBACK,
     )
-    where = f"turn {target.number} ({short_id(target.id)})" if target else "the start of the session"
-    sections = [PlanSection(None, f"roll back to {where}")]
-    sections += [PlanSection(t.id, f"rewind turn {t.number} ({short_id(t.id)}): {title_for(t)}") for t in rewound]
+    where = (
+        Message("section_roll_back_to", number=target.number, turn=short_id(target.id))
+        if target
+        else Message("section_roll_back_to_start")
+    )
+    sections = [PlanSection(None, where)]
+    sections += [
+        PlanSection(t.id, Message("section_rewind_turn", number=t.number, turn=short_id(t.id), title=title_for(t)))
+        for t in rewound
+    ]
     return Plan(
         id=op_id,
         kind="rollback",
@@ -596,7 +639,7 @@ def plan_resend(
             dropped,
             force=False,
             conflict_reason=lambda _change: RESEND_ANYWAY_CONFLICT if mode == "anyway" else RESEND_CONFLICT,
-            cut_short_reason=CUT_SHORT_REVERT.split(";")[0],
+            cut_short_reason=CUT_SHORT,
         )
         rows = [row for row in rows if row.ref is None]  # resend takes back files, as Revert does
     return Plan(
@@ -605,7 +648,7 @@ def plan_resend(
         session_id=session.id,
         project_id=project.id,
         rows=_finish_rows(rows),
-        sections=(PlanSection(None, f"edit and resend the message of turn {edited.number} ({short_id(edited.id)})"),),
+        sections=(PlanSection(None, Message("section_resend", number=edited.number, turn=short_id(edited.id))),),
         turn_ids=tuple(turn.id for turn in dropped),
         created_at=store.now(),
         head_from=session.head,
@@ -638,7 +681,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
             now = (refs or {}).get(row.ref.name)
             update = RefUpdate(row.ref.name, row.ref.target, row.ref.expect)
             if now != row.ref.target:
-                reason = REF_MOVED.format(now=ref_value_text(now)).replace("turn", "operation")
+                reason = Message("ref_moved_since_operation", now=ref_value_text(now))
                 rows.append(_Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
             else:
                 rows.append(_Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
@@ -652,7 +695,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
         back, put = row.target, row.expect
         current = picture.get(row.path, outside=row.outside)
         if isinstance(current, TurnbackError):
-            rows.append(_Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, str(current)))
+            rows.append(_Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, current.message))
         elif put.kind == "file" and (put.blob is None or not store.blobs.has(put.blob)):
             rows.append(_Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
         elif current.same_as(put):
@@ -675,7 +718,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
         session_id=session.id,
         project_id=project.id,
         rows=finished,
-        sections=(PlanSection(None, f"take back the {op.kind} {short_id(op.id)}"),),
+        sections=(PlanSection(None, Message("section_take_back", what=OP_NOUNS[op.kind], op=short_id(op.id))),),
         turn_ids=op.turn_ids,
         created_at=store.now(),
         head_from=op.head_to if op.moves_head else None,
@@ -697,24 +740,22 @@ def plan_revert(
     turn: Turn,
     *,
     anyway: bool,
-    title: str,
+    title: Message | str,
     op_id: OpId,
 ) -> Plan:
     """Plan reverting one call: each path back to its state before the call, if it holds what the call wrote."""
     changes = [change for change in reversed(call.changes) if not change.reverted]
     if not changes:
         if call.changes:
-            raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} is already reverted")
-        raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} changed no files")
+            raise NothingToDoError(Message("nothing_to_revert_already", call=short_id(call.id)))
+        raise NothingToDoError(Message("nothing_to_revert_no_files", call=short_id(call.id)))
 
-    def conflict(change: Change) -> str:
+    def conflict(change: Change) -> Message:
         later = store.later_calls_on_path(project.id, change.path, call.id, outside=change.outside)
-        text = "changed since the call"
-        if later:
-            text += f"; call {short_id(later[-1])} wrote it later (revert that first, newest first)"
-        return text + "; --anyway restores the earlier content over it"
+        wrote_later = (Message("later_call_wrote_it", call=short_id(later[-1])),) if later else ()
+        return clauses(Message("changed_since_call"), *wrote_later, Message("anyway_restores_over_it"))
 
-    def hold(change: Change) -> str | None:
+    def hold(change: Change) -> Message | None:
         return _overlap_hold(_overlapping(store, project, change, call.kind), {call.id}, "--anyway")
 
     picture = _Picture(store, tree)
@@ -737,7 +778,7 @@ def plan_revert(
         session_id=session.id,
         project_id=project.id,
         rows=_finish_rows(_merge_chains(rows)),
-        sections=(PlanSection(turn.id, f"revert call {short_id(call.id)}: {title}"),),
+        sections=(PlanSection(turn.id, Message("section_revert_call", call=short_id(call.id), title=title)),),
         turn_ids=(turn.id,),
         call_id=call.id,
         force=anyway,
@@ -746,9 +787,13 @@ def plan_revert(
 
 
 __all__ = [
+    "OP_NOUNS",
     "UNDO_CONFLICT",
     "change_overlap_note",
+    "clauses",
+    "first_clause",
     "plan_revert",
     "plan_undo",
     "select_undo_turns",
+    "with_flag_command",
 ]

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from turnback.model import Call, Change, OpResult, Plan, Project, Session, Turn, TurnSummary
+from turnback.catalog import Message, word
+from turnback.model import Call, Change, OpResult, Plan, PlanRow, Project, Session, Turn, TurnSummary
+from turnback.render.text import result_message
 
 
 def change_items(call: Call) -> list[dict[str, Any]]:
@@ -79,12 +81,26 @@ def session_data(session: Session, project: Project | None = None) -> dict[str, 
     return data
 
 
-def row_data(row: Any) -> dict[str, Any]:
-    data = {"action": row.action, "path": row.path, "reason": row.reason, "status": row.status}
+def message_data(message: Message) -> dict[str, Any]:
+    """``{"code", "params", "message"}``: an outcome as data, and worded in the current language."""
+    return {**message.to_json(), "message": word(message)}
+
+
+def row_data(row: PlanRow) -> dict[str, Any]:
+    """A plan or result row; ``code`` and ``message`` are its outcome (the result's note, else the plan's reason)."""
+    outcome = row.note or row.reason
+    data: dict[str, Any] = {
+        "action": row.action,
+        "path": row.path,
+        "reason": word(row.reason) if row.reason else None,
+        "status": row.status,
+        "code": outcome.code if outcome else None,
+        "message": word(outcome) if outcome else None,
+    }
     if row.note:
-        data["note"] = row.note
+        data["note"] = word(row.note)
     if row.warnings:
-        data["warnings"] = list(row.warnings)
+        data["warnings"] = [word(warning) for warning in row.warnings]
     return data
 
 
@@ -92,6 +108,7 @@ def plan_data(plan: Plan, *, applied: bool, trash: str | None = None) -> dict[st
     return {
         "plan": {"id": plan.id, "kind": plan.kind, "status": plan.status, "turns": list(plan.turn_ids)},
         "rows": [row_data(row) for row in plan.rows],
+        "notes": [message_data(note) for note in plan.notes],
         "applied": applied,
         "trash": trash,
     }
@@ -100,12 +117,15 @@ def plan_data(plan: Plan, *, applied: bool, trash: str | None = None) -> dict[st
 def result_data(result: OpResult) -> dict[str, Any]:
     data = plan_data(result.plan, applied=True, trash=result.trash_dir)
     data["resumed"] = result.resumed
+    data.update(message_data(result_message(result)))
+    data["notes"] = [message_data(note) for note in (*result.plan.notes, *result.notes)]
     return data
 
 
 __all__ = [
     "call_data",
     "change_items",
+    "message_data",
     "plan_data",
     "result_data",
     "row_data",

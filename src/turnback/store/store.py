@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple, get_args
 
+from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, RecordDamagedError, StoreError, UsageError
 from turnback.fsio import ensure_private_dir
 from turnback.model import (
@@ -186,6 +187,23 @@ def _state_columns(state: FileState | None) -> tuple[Any, ...]:
     if state is None:
         return (None, None, None, None)
     return (state.kind, state.blob, state.size, state.mode)
+
+
+def message_to_json(message: Message | None) -> dict[str, Any] | None:
+    return message.to_json() if message is not None else None
+
+
+def message_from_json(data: object) -> Message | None:
+    """A message as saved; a plain string is a reason an older turnback saved as English text."""
+    if data is None:
+        return None
+    return _message(data)
+
+
+def _message(data: object) -> Message:
+    if isinstance(data, dict):
+        return Message.from_json(data)
+    return Message("plain", text=str(data))
 
 
 def state_to_json(state: FileState | None) -> dict[str, Any] | None:
@@ -468,6 +486,16 @@ class Store:
             return self.crypto.open(sealed, context.encode("utf-8", "surrogateescape"))
         except BlobCorruptError as exc:
             raise RecordDamagedError(sealed_where(context)) from exc
+
+    def _open_json_or_none(self, sealed: bytes | None, context: str) -> Any:
+        """A sealed JSON value, or (an older turnback's result notes) its text as it is."""
+        text = self._open(sealed, context)
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
 
     def _open_json(self, sealed: bytes, context: str) -> Any:
         return json.loads(self._open_bytes(sealed, context).decode("utf-8", "surrogateescape"))
@@ -1087,11 +1115,11 @@ class Store:
 
     def save_plan(self, plan: Plan) -> None:
         spec = {
-            "sections": [[s.turn_id, s.title] for s in plan.sections],
+            "sections": [[s.turn_id, message_to_json(s.title)] for s in plan.sections],
             "turn_ids": list(plan.turn_ids),
             "call_id": plan.call_id,
             "force": plan.force,
-            "notes": list(plan.notes),
+            "notes": [message_to_json(note) for note in plan.notes],
             "head_from": plan.head_from,
             "head_to": plan.head_to,
             "moves_head": plan.moves_head,
@@ -1137,14 +1165,14 @@ class Store:
     def _row_body(row: PlanRow) -> dict[str, Any]:
         return {
             "path": row.path,
-            "reason": row.reason,
+            "reason": message_to_json(row.reason),
             "expect": state_to_json(row.expect),
             "target": state_to_json(row.target),
             "change_ids": list(row.change_ids),
             "turn_id": row.turn_id,
             "force_only": row.force_only,
             "conflict": row.conflict,
-            "warnings": list(row.warnings),
+            "warnings": [message_to_json(warning) for warning in row.warnings],
             "trash_name": row.trash_name,
             "ref": [row.ref.name, row.ref.expect, row.ref.target] if row.ref else None,
             "outside": row.outside,
@@ -1168,7 +1196,7 @@ class Store:
             (op_id,),
         ):
             body = self._open_json(body_enc, f"op_rows.body:{op_id}:{seq}")
-            note = self._open(result_enc, f"op_rows.result:{op_id}:{seq}")
+            note = message_from_json(self._open_json_or_none(result_enc, f"op_rows.result:{op_id}:{seq}"))
             _one_of(action, _ROW_ACTIONS, f"row {seq} of {what}")
             _one_of(status, _ROW_STATUSES, f"row {seq} of {what}")
             rows.append(
@@ -1176,14 +1204,14 @@ class Store:
                     seq=seq,
                     action=action,
                     path=RelPath(body["path"]),
-                    reason=body["reason"],
+                    reason=message_from_json(body["reason"]),
                     expect=state_from_json(body["expect"]),
                     target=state_from_json(body["target"]),
                     change_ids=tuple(body["change_ids"]),
                     turn_id=body["turn_id"],
                     force_only=body["force_only"],
                     conflict=body["conflict"],
-                    warnings=tuple(body["warnings"]),
+                    warnings=tuple(_message(warning) for warning in body["warnings"]),
                     trash_name=body["trash_name"],
                     status=status,
                     note=note,
@@ -1198,13 +1226,13 @@ class Store:
             session_id=SessionId(op[1]),
             project_id=ProjectId(op[2]),
             rows=tuple(rows),
-            sections=tuple(PlanSection(TurnId(t) if t else None, title) for t, title in spec["sections"]),
+            sections=tuple(PlanSection(TurnId(t) if t else None, _message(title)) for t, title in spec["sections"]),
             turn_ids=tuple(TurnId(t) for t in spec["turn_ids"]),
             call_id=CallId(spec["call_id"]) if spec["call_id"] else None,
             force=spec["force"],
             status=op[4],
             created_at=op[6],
-            notes=tuple(spec.get("notes", ())),
+            notes=tuple(_message(note) for note in spec.get("notes", ())),
             head_from=spec.get("head_from"),
             head_to=spec.get("head_to"),
             moves_head=spec.get("moves_head", False),
@@ -1225,10 +1253,11 @@ class Store:
             )
         return cursor.rowcount == 1
 
-    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: str | None) -> None:
+    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: Message | None) -> None:
+        result = json.dumps(message_to_json(note)) if note is not None else None
         self.db.execute(
             "UPDATE op_rows SET status=?, result_enc=? WHERE op_id=? AND seq=?",
-            (status, self._seal(note, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
+            (status, self._seal(result, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
         )
 
     def ops_of_session(self, session_id: SessionId) -> list[tuple[OpId, str, str, str | None, str | None]]:

@@ -53,6 +53,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         return 0
     result = engine.apply(plan)
     out.lines(text.result_lines(result))
-    resent = not any(note.startswith("nothing was resent") for note in result.notes)
+    resent = not any(note.code == "nothing_resent" for note in result.notes)
     out.json({"files": files_data, **data.result_data(result), "resent": resent})
     return 0 if resent else 1
