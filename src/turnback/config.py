@@ -138,6 +138,12 @@ def _apply(values: dict[str, Any], table: dict[str, Any], *, project: bool) -> N
         values["groups"] = tuple(merged.items())
 
 
+def configured_language(home: str) -> str | None:
+    """``lang`` as config.toml sets it (None when it does not): the default language falls to the locale."""
+    value = _read(home).get("lang")
+    return None if value is None else str(KEYS["lang"].check(value, "lang"))
+
+
 def load_config(home: str, project_root: str | None = None) -> Config:
     """The settings that apply (to the project at *project_root*, when given)."""
     data = _read(home)
@@ -205,4 +211,14 @@ def set_config_value(home: str, key: str, raw: str, project_root: str | None = N
     return value
 
 
-__all__ = ["CONFIG_NAME", "KEYS", "LANGS", "MODES", "Config", "config_value", "load_config", "set_config_value"]
+__all__ = [
+    "CONFIG_NAME",
+    "KEYS",
+    "LANGS",
+    "MODES",
+    "Config",
+    "config_value",
+    "configured_language",
+    "load_config",
+    "set_config_value",
+]

@@ -112,6 +112,13 @@ def common_options() -> argparse.ArgumentParser:
     parent.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object on stdout"
     )
+    parent.add_argument(
+        "--lang",
+        metavar="LANG",
+        default=argparse.SUPPRESS,
+        help="the language of messages: en, zh-CN or ja (default: TURNBACK_LANG, else lang in config.toml, "
+        "else the locale)",
+    )
     return parent
 
 

@@ -18,6 +18,7 @@ from types import ModuleType
 from typing import BinaryIO, NoReturn
 
 import turnback
+from turnback.catalog import Message, language, word
 from turnback.cli import _common
 from turnback.cli.commands import (
     busy,
@@ -58,7 +59,6 @@ from turnback.cli.commands import (
     watch,
     write,
 )
-from turnback.catalog import Message, word
 from turnback.render.data import message_data
 from turnback.render.terminal import escape_line
 
@@ -199,6 +199,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     ctx = _common.Context(args, out, stdin=stdin)
     module = COMMANDS[args.verb]
     try:
+        language.set(turnback.pick_language(getattr(args, "lang", None), ctx.home))
         _check_text_arguments(args, sys.argv[1:] if argv is None else argv)
         code = int(module.run(ctx, args))
     except turnback.TurnbackError as error:
