@@ -359,7 +359,8 @@ def test_a_background_job_blocks_undo_then_needs_force(cli, project: Path, tmp_p
     preview = cli("undo", "--dry-run", "--session", sid)
     assert preview.rc == 0
     assert rows_of(preview) == [
-        f"skip        job.txt (background job {job} changed it after the turn had ended; --force takes that back too)"
+        f"skip        job.txt (background job {job} changed it and was still running when the turn ended; "
+        "--force takes that back too)"
     ]
     refused = cli("undo", "--yes", "--session", sid)
     assert refused.rc == 1
@@ -487,8 +488,8 @@ def test_a_command_past_its_timeout_runs_on_and_is_recorded_when_it_ends(  # typ
     assert "      new late.txt +1 -0" in log
     preview = cli("undo", "--dry-run", "--session", sid)
     assert rows_of(preview) == [
-        f"skip        late.txt (the command past its timeout {call} changed it after the turn had ended; "
-        "--force takes that back too)"
+        f"skip        late.txt (the command past its timeout {call} changed it and was still running when the turn "
+        "ended; --force takes that back too)"
     ]
     assert cli("undo", "--force", "--yes", "--session", sid).rc == 0
     assert not (project / "late.txt").exists()

@@ -107,7 +107,7 @@ def test_a_late_jobs_file_seen_by_a_command_of_its_turn_needs_force(  # type: ig
     job, _reader = _overlapped(cli, sid, tmp_path, end_turn_first=True)
     late = (
         f"skip        job.txt "
-        f"(background job {job[:16]} changed it after the turn had ended; --force takes that back too)"
+        f"(background job {job[:16]} changed it and was still running when the turn ended; --force takes that back too)"
     )
     preview = cli("undo", "--dry-run", "--session", sid)
     assert rows_of(preview) == [late]

@@ -47,7 +47,7 @@ def test_the_preview_lists_each_file_once_with_its_calls_and_lines(cli, engine, 
         "trash       z.txt",
         "restore     y.txt",
         "restore     x.txt",
-        "nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway",
+        "nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway (Send Anyway)",
     ]
     data = cli("resend", "2", "--session", sid, "--json").json()
     assert data["files"] == [

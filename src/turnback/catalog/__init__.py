@@ -172,11 +172,6 @@ def join(messages: Iterable[Message | str], lang: str | None = None) -> str:
     return separator.join(word(item, lang) for item in messages)
 
 
-def label(name: str, lang: str | None = None) -> str:
-    """One of the product's labels (``Revert``, ``Restore Anyway``, ...) in *lang*: its code is ``label_`` + *name*."""
-    return word(Message(f"label_{name}"), lang)
-
-
 def choose_language(value: str | None) -> str | None:
     """*value* as one of :data:`LANGUAGES` (case and ``_`` forgiven), None when it names none of them."""
     if value is None:
@@ -209,7 +204,6 @@ __all__ = [
     "choose_language",
     "entries",
     "join",
-    "label",
     "language",
     "language_of_locale",
     "plural_category",

@@ -222,7 +222,7 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
         out.line(text.force_only_line(plan))
         out.json(data.plan_data(plan, applied=False))
         return 1
-    if not confirm(out, f"{plan.kind}? y = yes, n = no", yes=yes):
+    if not confirm(out, text.confirm_prompt(plan), yes=yes):
         out.note("nothing changed: confirm at the prompt, or run again with --yes to apply (--dry-run only previews)")
         out.json(data.plan_data(plan, applied=False))
         return 1

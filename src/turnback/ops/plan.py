@@ -257,12 +257,28 @@ def _plan_change(
     if not target.exists and current.kind == "symlink" and (change.after is None or change.after.kind != "symlink"):
         return _Row(path, "skip", current, None, [change.id], turn_id, LINK_IN_PLACE)
     reason = cut_short_reason if change.after is None else conflict_reason(change)
+    if not target.exists:
+        reason = _for_created(reason)
     seen = picture.seen_with_content(path, current, outside=change.outside)
     if overwrite:
         picture.set(path, target)
         overwritten = clauses(first_clause(reason), GOES_TO_TRASH)
         return _Row(path, _acting(target, seen), seen, target, [change.id], turn_id, overwritten, conflict=True)
     return _Row(path, "skip", seen, target, [change.id], turn_id, reason, force_only=True, conflict=True)
+
+
+_RESTORE_REMEDIES = {"anyway_restores_earlier", "anyway_restores_over_it"}
+
+
+def _for_created(reason: Message) -> Message:
+    """*reason* for a path the call created: what ``--anyway`` does there is delete it, not restore anything."""
+    if reason.code in _RESTORE_REMEDIES:
+        return Message("anyway_deletes_it")
+    if reason.code == "clauses":
+        parts = reason.params.get("parts")
+        if isinstance(parts, tuple):
+            return clauses(*(_for_created(part) if isinstance(part, Message) else part for part in parts))
+    return reason
 
 
 def _merge_chains(rows: list[_Row]) -> list[_Row]:

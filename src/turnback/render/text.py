@@ -203,7 +203,10 @@ def result_message(result: OpResult) -> Message:
     """What an operation did, as one message: ``undone: 1 file restored, 1 file moved to TRASH/``."""
     plan = result.plan
     done = [row for row in plan.rows if row.status == "done"]
-    restored = sum(1 for row in done if row.action == "restore")
+    # A folder put back is not a file: "7 files restored" for 6 files and their folder would miscount.
+    back = [row for row in done if row.action == "restore" and row.target is not None]
+    restored = sum(1 for row in back if row.target is not None and row.target.kind != "dir")
+    folders_back = len(back) - restored
     trashed = sum(1 for row in done if row.action == "trash" and row.expect is not None and row.expect.kind != "dir")
     folders = sum(1 for row in done if row.action == "trash" and row.expect is not None and row.expect.kind == "dir")
     marked = sum(1 for row in done if row.action == "mark")
@@ -211,6 +214,8 @@ def result_message(result: OpResult) -> Message:
     parts: list[Message] = []
     if restored:
         parts.append(Message("files_restored", count=restored))
+    if folders_back:
+        parts.append(Message("folders_restored", count=folders_back))
     if trashed:
         parts.append(Message("files_trashed", count=trashed, trash=quote(result.trash_dir or "")))
     if folders:
@@ -236,7 +241,6 @@ def result_lines(result: OpResult) -> list[str]:
     if result.resumed:
         lines.append(say("finished_interrupted", what=_OP_NOUNS[plan.kind], op=short_id(plan.id)))
     lines.append(word(result_message(result)))
-    lines.extend(word(note) for note in result.notes)
     for row in plan.rows:
         if row.status in ("skipped", "failed"):
             label = (
@@ -246,7 +250,26 @@ def result_lines(result: OpResult) -> list[str]:
             )
             shown = shown_path(row.path, outside=row.outside)
             lines.append(in_parentheses(f"{pad(say(label), ACTION_WIDTH)} {shown}", row.note or row.reason or ""))
+    # Notes last: they speak of the rows above them ("1 change could not be reverted (above)").
+    lines.extend(word(note) for note in result.notes)
     return lines
+
+
+def action_name(plan: Plan) -> Message:
+    """What confirming *plan* does, by the product's labels: a revert is ``Revert`` or ``Delete`` (it only
+    removes what the call made), ``Restore Anyway`` or ``Delete Anyway`` with ``--anyway``; else its kind."""
+    if plan.kind != "revert":
+        return _OP_NOUNS[plan.kind]
+    acting = [row for row in plan.rows if row.action in ("restore", "trash")]
+    deletes = bool(acting) and all(row.action == "trash" for row in acting)
+    if plan.force and any(row.conflict for row in acting):
+        return Message("label_delete_anyway" if deletes else "label_restore_anyway")
+    return Message("label_delete" if deletes else "label_revert")
+
+
+def confirm_prompt(plan: Plan) -> str:
+    """``undo? y = yes, n = no``: the question asked before *plan* is applied."""
+    return say("confirm_prompt", action=action_name(plan))
 
 
 def force_only_line(plan: Plan) -> str:
@@ -300,6 +323,8 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
             status = say("call_status_failed")
         if any(c.evicted for c in call.changes):
             status += say("call_status_evicted")
+        elif call.changes and all(c.reverted for c in call.changes):
+            status += say("call_status_reverted", label=Message("label_reverted"))
         lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
     for change in net_changes(turn.calls, load):
         if change.after.kind == "dir" or change.before.kind == "dir":
@@ -363,9 +388,11 @@ __all__ = [
     "ACTION_WIDTH",
     "IGNORED",
     "action_label",
+    "action_name",
     "call_lines",
     "change_block",
     "change_kind",
+    "confirm_prompt",
     "force_only_line",
     "in_parentheses",
     "interrupted_reason",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import Message, say
 from turnback.cli import _common
 from turnback.render import data, text
 from turnback.render.terminal import quote
@@ -48,7 +49,14 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     files_data = [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
     if args.mode is None:
         out.lines(text.plan_lines(plan, engine.load, diff_limit=0))
-        out.line("nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway")
+        out.line(
+            say(
+                "resend_choose",
+                revert=Message("label_revert_and_send"),
+                keep=Message("label_keep_files_and_send"),
+                anyway=Message("label_send_anyway"),
+            )
+        )
         out.json({"files": files_data, **data.plan_data(plan, applied=False), "resent": False})
         return 0
     result = engine.apply(plan)
