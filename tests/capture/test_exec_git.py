@@ -588,9 +588,9 @@ def test_exec_prints_one_line_after_the_command(tb: Tb, project: Path) -> None:
         + " && ".join(f"echo {name} > {name}" for name in made)
     )
     result = run_exec(tb, session, script)
-    items = [f"changed a.txt +{added} -{removed}", "deleted old.txt", f"new {sorted(made)[0]}"]
+    items = ["deleted old.txt", f"changed a.txt +{added} -{removed}", f"new {sorted(made)[0]}"]
     expected = " · ".join(items) + f" (+{len(made) - 1} more)"
-    assert expected == "changed a.txt +3 -1 · deleted old.txt · new n1.txt (+3 more)"
+    assert expected == "deleted old.txt · changed a.txt +3 -1 · new n1.txt (+3 more)"
     assert result.lines == ["from-the-command", expected]
     assert result.err == ""
 

@@ -282,11 +282,13 @@ def test_start_status_and_stop_say_exactly_what_runs(  # type: ignore[no-untyped
     assert (again.rc, again.out, again.err) == (1, "", f"turnback: a watcher already runs for {root} (pid {pid})\n")
     again_json = cli("watch", "start", "--json")
     assert again_json.rc == 1
-    assert again_json.json()["error"] == {
+    error = again_json.json()["error"]
+    assert {key: error[key] for key in ("type", "message", "exit")} == {
         "type": "RefusedError",
         "message": f"a watcher already runs for {root} (pid {pid})",
         "exit": 1,
     }
+    assert isinstance(error["code"], str)
     assert process_alive(pid, None)
 
     stop_watcher(cli, root, pid)

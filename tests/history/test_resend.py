@@ -82,9 +82,9 @@ def test_revert_stops_at_a_file_it_cannot_revert_then_anyway_resends(cli, engine
         "y.txt  1 call    +1 -2",
         "z.txt  1 call    +0 -3",
         f"reverted: 1 file restored, 1 file moved to {trash.group(1)}/",
+        "skipped     y.txt (changed since the call, so it cannot be reverted; --anyway drops its copy)",
         "nothing was resent: 1 change could not be reverted (above); the reverts done stay done. "
         "--anyway drops their copies and resends, --keep resends as they are",
-        "skipped     y.txt (changed since the call, so it cannot be reverted; --anyway drops its copy)",
     ]
     assert Path(trash.group(1), "z.txt").read_bytes() == b"z1\nz2\nz3\n"
     assert Path(trash.group(1), "x.txt").read_bytes() == b"L1\nl2\nl3\nl4\nl5\n"

@@ -21,10 +21,9 @@ This package is a leaf: it imports nothing from turnback, so the lowest layers
 from __future__ import annotations
 
 import functools
-import tomllib
+import os
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
-from importlib import resources
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -128,7 +127,10 @@ def entries(lang: str) -> Mapping[str, Entry]:
     """Every code of *lang*'s catalog file."""
     if lang not in LANGUAGES:
         raise ValueError(f"no catalog for {lang!r}")
-    raw = tomllib.loads(resources.files(__package__).joinpath(f"{lang}.toml").read_text(encoding="utf-8"))
+    import tomllib  # here, not at the top: a process that words nothing (a hook) never pays for it
+
+    with open(os.path.join(os.path.dirname(__file__), f"{lang}.toml"), "rb") as catalog:
+        raw = tomllib.load(catalog)
     table: dict[str, Entry] = {}
     for code, value in raw.items():
         if isinstance(value, str):

@@ -323,7 +323,8 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
             status = say("call_status_failed")
         if any(c.evicted for c in call.changes):
             status += say("call_status_evicted")
-        elif call.changes and all(c.reverted for c in call.changes):
+        elif turn.undone != "yes" and call.changes and all(c.reverted for c in call.changes):
+            # A call taken back on its own (a revert); an undone turn's calls are all taken back, said once.
             status += say("call_status_reverted", label=Message("label_reverted"))
         lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
     for change in net_changes(turn.calls, load):
