@@ -18,6 +18,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/lint-imports --no-cache --no-logo  # the layers of docs/architecture.md (contracts in pyproject.toml)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy

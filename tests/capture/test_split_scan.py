@@ -47,7 +47,7 @@ RULE_SETS = (
 
 @pytest.fixture(autouse=True)
 def split_small_trees(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scan, "SPLIT_MIN_ENTRIES", 0)
+    monkeypatch.setattr(scan.tree, "SPLIT_MIN_ENTRIES", 0)
     monkeypatch.setenv("TURNBACK_SCAN_PROCESSES", "2")
 
 
@@ -102,7 +102,7 @@ def test_a_split_scan_records_what_one_process_records(
     after: ScanRules,
 ) -> None:
     monkeypatch.setenv("TURNBACK_SCAN_PROCESSES", str(processes))
-    monkeypatch.setattr(scan, "SPLIT_UNITS", units)
+    monkeypatch.setattr(scan.split, "SPLIT_UNITS", units)
     future = time.time_ns() + 10**15  # nothing racy: what is unchanged is decided by its stat alone
     with tempfile.TemporaryDirectory(dir=tmp_path) as base:
         play = Playground(Path(base))
@@ -254,7 +254,7 @@ UNREADABLE_SCRIPT = """
 import json, sys, time
 from turnback.capture import scan
 from turnback.store import Store
-scan.SPLIT_MIN_ENTRIES = 0
+scan.tree.SPLIT_MIN_ENTRIES = 0
 root, home, previous_file, KEY = sys.argv[1:]
 rules = scan.ScanRules(max_file_bytes=1 << 20)
 with open(previous_file, "rb") as f:
