@@ -13,7 +13,9 @@ from typing import IO, Any, BinaryIO, TypeAlias
 import turnback
 from turnback import Engine, Plan, Session
 from turnback.render import data, text
-from turnback.render.terminal import escape_line
+from turnback.render.terminal import Dim, escape_line
+
+DIM, RESET = "\033[2m", "\033[0m"
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -32,9 +34,18 @@ class Output:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
 
+    @cached_property
+    def color(self) -> bool:
+        """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+        return not self.json_mode and self.stdout.isatty() and not turnback.env_no_color()
+
     def line(self, text_line: str = "") -> None:
-        if not self.json_mode:
-            print(escape_line(text_line), file=self.stdout)
+        if self.json_mode:
+            return
+        shown = escape_line(text_line)
+        if isinstance(text_line, Dim) and self.color:
+            shown = f"{DIM}{shown}{RESET}"
+        print(shown, file=self.stdout)
 
     def lines(self, text_lines: list[str]) -> None:
         for text_line in text_lines:
@@ -188,7 +199,7 @@ def confirm(out: Output, prompt: str, *, yes: bool) -> bool:
 
 def wants_color(out: Output) -> bool:
     """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
-    return not out.json_mode and out.stdout.isatty() and not turnback.env_no_color()
+    return out.color
 
 
 def show_call(ctx: Context, call: turnback.Call) -> int:

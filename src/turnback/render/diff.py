@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from turnback.catalog import say
 from turnback.model import BlobId, FileState
-from turnback.render.terminal import quote
+from turnback.render.terminal import Dim, quote
 
 CONTEXT = 3
 MAX_DIFF_BYTES = 8 << 20
@@ -194,7 +194,7 @@ def clip_lines(lines: list[str], limit: int) -> list[str]:
     if len(lines) <= limit:
         return lines
     more = len(lines) - limit
-    return [*lines[:limit], say("more_lines", count=more)]
+    return [*lines[:limit], Dim(say("more_lines", count=more))]
 
 
 __all__ = [

@@ -15,7 +15,7 @@ from turnback.catalog import Message, word
 from turnback.globs import glob_matches
 from turnback.model import BlobId, Call, Change, ChangeKind, FileState, Turn, change_kind
 from turnback.render.diff import diff_states
-from turnback.render.terminal import quote, shell_line
+from turnback.render.terminal import Dim, quote, shell_line
 
 BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -211,7 +211,7 @@ def command_line(
     line = " · ".join(items)
     if len(files) > shown:
         line += word(Message("n_more_in_parentheses", count=len(files) - shown))
-    return line
+    return Dim(line)
 
 
 _VERBS = {

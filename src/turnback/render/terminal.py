@@ -88,6 +88,7 @@ def escape_line(text: str) -> str:
 
 
 __all__ = [
+    "Dim",
     "ESCAPES",
     "display_width",
     "escape_line",
@@ -97,6 +98,13 @@ __all__ = [
     "shell_line",
     "shell_word",
 ]
+
+
+class Dim(str):
+    """A line a terminal shows dim (``… 4 more lines``, the shell-change line): what is said about the output,
+    not the output itself. It is a plain string everywhere else (a pipe, a test, JSON)."""
+
+    __slots__ = ()
 
 
 def display_width(text: str) -> int:

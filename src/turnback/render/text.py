@@ -57,10 +57,9 @@ def change_block(path: str, before: FileState | None, after: FileState | None, l
         if before is not None and after is not None and old_exists and new_exists and before.mode != after.mode:
             return [say("mode_change", old=f"{before.mode or 0:o}", new=f"{after.mode or 0:o}")]
         return []
-    return [
-        *file_headers(path, old_exists=old_exists, new_exists=new_exists),
-        *clip_lines(list(diff.lines), limit),
-    ]
+    headers = file_headers(path, old_exists=old_exists, new_exists=new_exists)
+    # render.diff_lines counts every line shown, the ---/+++ headers too (20 means 20, not 22).
+    return [*headers, *clip_lines(list(diff.lines), max(1, limit - len(headers)))]
 
 
 CHANGE_KIND_CODES = {
