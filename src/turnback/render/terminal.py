@@ -88,8 +88,8 @@ def escape_line(text: str) -> str:
 
 
 __all__ = [
-    "Dim",
     "ESCAPES",
+    "Dim",
     "display_width",
     "escape_line",
     "octal",
