@@ -10,6 +10,7 @@ import subprocess
 import sys
 import termios
 from pathlib import Path
+from typing import IO
 
 PROMPT_END = b"y = yes, n = no"
 
@@ -20,17 +21,20 @@ def _own_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-def run_on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], keys: bytes) -> tuple[int, str]:
+def run_on_a_terminal(
+    args: list[str], cwd: Path, env: dict[str, str], keys: bytes, *, stdout: IO[bytes] | None = None
+) -> tuple[int, str]:
     """``turnback ARGS`` with stdin, stdout and stderr on one terminal; *keys* are typed at the prompt.
 
     Returns the exit code and what the terminal showed (its echo of the keys
-    included, so ``^C`` shows as a terminal shows it), with CRLF as LF.
+    included, so ``^C`` shows as a terminal shows it), with CRLF as LF. With
+    *stdout* (a file), stdout goes there instead, as in ``turnback undo | less``.
     """
     main, child = pty.openpty()
     proc = subprocess.Popen(
         [sys.executable, "-m", "turnback", *args],
         stdin=child,
-        stdout=child,
+        stdout=stdout or child,
         stderr=child,
         cwd=cwd,
         env=env,

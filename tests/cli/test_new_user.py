@@ -154,6 +154,18 @@ def test_the_prompt_says_what_came_of_the_answer_on_a_line_of_its_own(  # type: 
     assert (project / "README.md").read_bytes() == b"agent\n"
 
 
+def test_with_stdout_in_a_pipe_the_prompt_is_asked_on_the_terminal(home: Path, project: Path, sid: str) -> None:
+    with (project.parent / "piped.txt").open("w+b") as piped:
+        code, shown = run_on_a_terminal(["undo", "--session", sid], project, cli_env(home), b"y\n", stdout=piped)
+        piped.seek(0)
+        preview = piped.read().decode().splitlines()
+    assert shown.splitlines() == ["undo? y = yes, n = no y"]
+    assert preview[1] == "restore     README.md"
+    assert preview[2].startswith("undone: 1 file restored; what was replaced is in ")
+    assert code == 0
+    assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+
+
 def test_without_a_terminal_the_line_names_the_command_that_applies(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
     piped = cli("undo", "--session", sid)
     assert piped.rc == 1

@@ -105,7 +105,6 @@ COMMANDS: dict[str, ModuleType] = {
     "_watch-tree": watch,
 }
 
-
 EXIT_UNEXPECTED = 70
 
 # Where ``--session`` given before the verb waits until the verb is known (it is the verb's option).
