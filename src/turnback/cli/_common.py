@@ -8,12 +8,12 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import cached_property
-from typing import IO, Any, BinaryIO, TypeAlias
+from typing import IO, Any, BinaryIO, Literal, TypeAlias
 
 import turnback
 from turnback import Engine, Plan, Session
 from turnback.render import data, text
-from turnback.render.terminal import escape_line
+from turnback.render.terminal import escape_line, shell_line
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -62,8 +62,11 @@ class Output:
 class Context:
     """One command's world: its arguments, output, working folder and (opened on first use) the engine."""
 
-    def __init__(self, args: argparse.Namespace, out: Output, *, stdin: BinaryIO | None = None):
+    def __init__(
+        self, args: argparse.Namespace, out: Output, *, argv: Sequence[str] = (), stdin: BinaryIO | None = None
+    ):
         self.args = args
+        self.argv = list(argv)  # the words after ``turnback``, as typed
         self.out = out
         self.cwd = os.getcwd()
         self.stdin = stdin or sys.stdin.buffer
@@ -164,19 +167,46 @@ def add_confirm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dry-run", action="store_true", help="only show what would be done")
 
 
-def confirm(out: Output, prompt: str, *, yes: bool) -> bool:
-    """``--yes``, or a ``y`` typed at the prompt on a terminal; anything else is no."""
+# A ^C at the prompt exits as an interrupted command does.
+EXIT_INTERRUPTED = 130
+
+# What came of asking: "no terminal" when nothing could be asked (stdin or the prompt's stream is not a terminal).
+Answer: TypeAlias = Literal["yes", "no", "no answer", "interrupted", "no terminal"]
+
+
+def ask(out: Output, prompt: str, *, yes: bool) -> Answer:
+    """``--yes``, or what was typed at the prompt on a terminal: ``y`` is yes, anything else no."""
     if yes:
-        return True
-    if not sys.stdin.isatty():
-        return False
-    stream = out.stderr if out.json_mode else out.stdout
-    print(prompt, file=stream, end=" ", flush=True)
+        return "yes"
+    stream = out.stdout if not out.json_mode and out.stdout.isatty() else out.stderr
+    if not sys.stdin.isatty() or not stream.isatty():
+        return "no terminal"
+    out.stdout.flush()  # the preview above the prompt, when the prompt goes to stderr
     try:
+        print(prompt, file=stream, end=" ", flush=True)
         answer = sys.stdin.readline()
     except KeyboardInterrupt:
-        return False
-    return answer.strip().lower() in ("y", "yes")
+        print(file=stream, flush=True)  # the terminal shows ^C and leaves the line open
+        return "interrupted"
+    if not answer:
+        print(file=stream, flush=True)  # ^D ends the input with no newline
+        return "no answer"
+    return "yes" if answer.strip().lower() in ("y", "yes") else "no"
+
+
+def decline(ctx: Context, answer: Answer, *, nothing: str, to_apply: str) -> int:
+    """Say why nothing was done after *answer* (not yes); the exit code.
+
+    *nothing* opens the line ("nothing changed"); *to_apply* says what ``--yes`` does ("apply it").
+    Where nothing could be asked, the line gives the command again with ``--yes``.
+    """
+    if answer == "no terminal":
+        command = shell_line(["turnback", *ctx.argv, "--yes"])
+        ctx.out.note(f"{nothing}: there is no terminal to ask at; to {to_apply}, run: {command}")
+        return 1
+    why = {"no": "you answered no", "no answer": "no answer was given", "interrupted": "interrupted at the prompt"}
+    ctx.out.note(f"{nothing}: {why[answer]}")
+    return EXIT_INTERRUPTED if answer == "interrupted" else 1
 
 
 def wants_color(out: Output) -> bool:
@@ -215,10 +245,10 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
         out.line(text.force_only_line(plan))
         out.json(data.plan_data(plan, applied=False))
         return 1
-    if not confirm(out, f"{plan.kind}? y = yes, n = no", yes=yes):
-        out.note("nothing changed: confirm at the prompt, or run again with --yes to apply (--dry-run only previews)")
+    answer = ask(out, f"{plan.kind}? y = yes, n = no", yes=yes)
+    if answer != "yes":
         out.json(data.plan_data(plan, applied=False))
-        return 1
+        return decline(ctx, answer, nothing="nothing changed", to_apply="apply it")
     result = engine.apply(plan)
     out.lines(text.result_lines(result))
     out.json(data.result_data(result))
@@ -226,14 +256,17 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
 
 
 __all__ = [
+    "EXIT_INTERRUPTED",
+    "Answer",
     "Context",
     "Output",
     "Subparsers",
     "add_confirm_options",
     "add_session_option",
     "add_uncovered_option",
+    "ask",
     "common_options",
-    "confirm",
+    "decline",
     "join_text_values",
     "show_call",
     "take_back",
