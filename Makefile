@@ -6,25 +6,33 @@ STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-realclients soak lint typecheck bench clean
 
+# Each step says what it does before it starts: pip is quiet, and a first install takes about a minute.
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	@echo "creating $(VENV) (a Python environment for turnback, in this folder)"
+	@$(PYTHON) -m venv $(VENV)
+	@echo "upgrading pip in $(VENV)"
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@echo "installing turnback and its extras into $(VENV) (about a minute)"
+	@$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+	@echo "$(VENV) is ready: $(BIN)/turnback"
 
 demo: $(STAMP)
 	$(BIN)/turnback demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
-	$(BIN)/lint-imports --no-cache --no-logo  # the layers of docs/architecture.md (contracts in pyproject.toml)
+	@echo "checking the code's style (ruff) and the layers (import-linter)"
+	@$(BIN)/ruff check src tests benchmarks
+	@$(BIN)/ruff format --check src tests benchmarks
+	@$(BIN)/lint-imports --no-cache --no-logo  # the layers of docs/architecture.md (contracts in pyproject.toml)
 
 typecheck: $(STAMP)
-	$(BIN)/mypy
+	@echo "checking types (mypy --strict; slower the first time)"
+	@$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/python -m pytest -n auto -q --ignore=tests/realclients
+	@echo "running the test suite (pytest, several minutes)"
+	@$(BIN)/python -m pytest -n auto -q --ignore=tests/realclients
 
 # The real Claude Code CLI (installed from npm into a cache outside the repo) against a fake model API.
 test-realclients: $(STAMP)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import cli_env
 
 
@@ -82,34 +83,8 @@ def test_without_a_terminal_and_without_yes_nothing_changes(cli, project: Path, 
     cli("turn", "end", "--session", sid)
     result = cli("undo")
     assert result.rc == 1
-    assert "nothing changed: confirm at the prompt, or run again with --yes" in result.err
+    assert result.err == "nothing changed: there is no terminal to ask at; to apply it, run: turnback undo --yes\n"
     assert (project / "README.md").read_bytes() == b"agent\n"
-
-
-def _run_on_a_terminal(args: list[str], cwd: Path, env: dict[str, str], answer: bytes) -> tuple[int, str]:
-    main, child = pty.openpty()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "turnback", *args], stdin=child, stdout=child, stderr=child, cwd=cwd, env=env
-    )
-    os.close(child)
-    output = b""
-    sent = False
-    while True:
-        ready, _, _ = select.select([main], [], [], 30)
-        if not ready:
-            break
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:
-            break
-        if not chunk:
-            break
-        output += chunk
-        if not sent and b"y = yes, n = no" in output:
-            os.write(main, answer)
-            sent = True
-    os.close(main)
-    return proc.wait(timeout=30), output.decode().replace("\r\n", "\n")
 
 
 @pytest.mark.parametrize(("answer", "applied"), [(b"y\n", True), (b"n\n", False)])
@@ -117,7 +92,7 @@ def test_the_prompt_on_a_terminal(cli, home: Path, project: Path, sid: str, answ
     cli("turn", "begin", "--session", sid, "--message", "change the readme")
     cli("write", "--session", sid, "README.md", stdin=b"agent\n")
     cli("turn", "end", "--session", sid)
-    code, output = _run_on_a_terminal(["undo"], project, cli_env(home), answer)
+    code, output = run_on_a_terminal(["undo"], project, cli_env(home), answer)
     lines = output.splitlines()
     assert lines[0].startswith("undo turn ") and lines[0].endswith(": change the readme")
     assert lines[1] == "restore     README.md"

@@ -183,7 +183,7 @@ def test_a_readme_command_runs_as_printed(command: str, tmp_path: Path) -> None:
     assert ran.returncode == code, f"{command} ({why}):\n{ran.stdout}\n{ran.stderr}"
     if why == ASKS:
         assert ran.stdout.strip(), "the preview is shown before it asks"
-        assert "nothing changed: confirm at the prompt" in ran.stderr, ran.stderr
+        assert "nothing changed: there is no terminal to ask at; to apply it, run: turnback " in ran.stderr, ran.stderr
 
 
 @pytest.mark.parametrize("block", SEQUENCE)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_contract import _run_on_a_terminal
+from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import cli_env
 from turnback.render.terminal import display_width
 
@@ -162,15 +162,15 @@ def test_file_content_with_escape_sequences_is_escaped_on_a_terminal_and_exact_i
     assert code == 0 and b"+" + content in patch  # the patch into a pipe holds the bytes as they are
 
     env = cli_env(home)
-    _, shown = _run_on_a_terminal(
+    _, shown = run_on_a_terminal(
         ["show", json.loads(run("log", "--json")[1])["turns"][0]["calls"][0]["id"]], project, env, b""
     )
     assert "\x1b" not in shown
     assert "+line\\033[2J\\033[1;1Hrestore harmless.txt\tend" in shown.splitlines()
-    _, coloured = _run_on_a_terminal(["diff"], project, env, b"")
+    _, coloured = run_on_a_terminal(["diff"], project, env, b"")
     assert "\x1b[32m+line\\033[2J\\033[1;1Hrestore harmless.txt\tend\r\x1b[0m" in coloured
     assert coloured.count("\x1b") == coloured.count("\x1b[") and "\x1b[2J" not in coloured
-    code, preview = _run_on_a_terminal(["undo"], project, env, b"n\n")
+    code, preview = run_on_a_terminal(["undo"], project, env, b"n\n")
     assert code == 1
     assert "trash       evil.txt" in preview.splitlines() and "\x1b" not in preview
 

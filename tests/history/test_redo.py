@@ -52,19 +52,19 @@ def test_redo_after_undo_gives_back_the_turn_and_a_redo_of_the_redo_undoes_it_ag
     ops = cli("ops", "--session", sid)
     assert ops.rc == 0
     u, r1, r2 = undo["plan"]["id"], first["plan"]["id"], second["plan"]["id"]
-    expected = [
-        _op_line(u, "undo", 4, 4, f"taken back by {short_id(r1)}"),
-        _op_line(r1, "redo", 4, 4, f"taken back by {short_id(r2)}; takes back {short_id(u)}"),
+    expected = [  # newest first
         _op_line(r2, "redo", 4, 4, f"takes back {short_id(r1)}"),
+        _op_line(r1, "redo", 4, 4, f"taken back by {short_id(r2)}; takes back {short_id(u)}"),
+        _op_line(u, "undo", 4, 4, f"taken back by {short_id(r1)}"),
     ]
     assert len(ops.lines) == 3
     for line, pattern in zip(ops.lines, expected, strict=True):
         assert re.fullmatch(pattern, line), (line, pattern)
     items = cli("ops", "--session", sid, "--json").json()["ops"]
     assert [(o["id"], o["kind"], o["reverses"], o["taken_back_by"]) for o in items] == [
-        (u, "undo", None, r1),
-        (r1, "redo", u, r2),
         (r2, "redo", r1, None),
+        (r1, "redo", u, r2),
+        (u, "undo", None, r1),
     ]
 
 
@@ -86,7 +86,7 @@ def test_redo_is_refused_when_the_file_changed_since_and_keeps_the_users_bytes(c
     ]
     assert tree_state(project) == before
     assert (project / "README.md").read_bytes() == b"user after the undo\n"
-    [undo_op, redo_op] = cli("ops", "--session", sid, "--json").json()["ops"]
+    [redo_op, undo_op] = cli("ops", "--session", sid, "--json").json()["ops"]
     assert undo_op["taken_back_by"] is None  # the undo still stands
     assert (redo_op["kind"], redo_op["done"], redo_op["reverses"]) == ("redo", 0, undo_op["id"])
     assert [t["undone"] for t in log_json(cli, sid)["turns"]] == [True]

@@ -8,12 +8,13 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import cached_property
-from typing import IO, Any, BinaryIO, TypeAlias
+from typing import IO, Any, BinaryIO, Literal, TypeAlias
 
 import turnback
 from turnback import Engine, Plan, Session
+from turnback.catalog import Message, say
 from turnback.render import data, text
-from turnback.render.terminal import Dim, escape_line
+from turnback.render.terminal import Dim, escape_line, shell_line
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -73,8 +74,11 @@ class Output:
 class Context:
     """One command's world: its arguments, output, working folder and (opened on first use) the engine."""
 
-    def __init__(self, args: argparse.Namespace, out: Output, *, stdin: BinaryIO | None = None):
+    def __init__(
+        self, args: argparse.Namespace, out: Output, *, argv: Sequence[str] = (), stdin: BinaryIO | None = None
+    ):
         self.args = args
+        self.argv = list(argv)  # the words after ``turnback``, as typed
         self.out = out
         self.cwd = os.getcwd()
         self.stdin = stdin or sys.stdin.buffer
@@ -182,19 +186,48 @@ def add_confirm_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dry-run", action="store_true", help="only show what would be done")
 
 
-def confirm(out: Output, prompt: str, *, yes: bool) -> bool:
-    """``--yes``, or a ``y`` typed at the prompt on a terminal; anything else is no."""
+# A ^C at the prompt exits as an interrupted command does.
+EXIT_INTERRUPTED = 130
+
+# What came of asking: "no terminal" when nothing could be asked (stdin or the prompt's stream is not a terminal).
+Answer: TypeAlias = Literal["yes", "no", "no answer", "interrupted", "no terminal"]
+
+
+def ask(out: Output, prompt: str, *, yes: bool) -> Answer:
+    """``--yes``, or what was typed at the prompt on a terminal: ``y`` is yes, anything else no."""
     if yes:
-        return True
-    if not sys.stdin.isatty():
-        return False
-    stream = out.stderr if out.json_mode else out.stdout
-    print(prompt, file=stream, end=" ", flush=True)
+        return "yes"
+    stream = out.stdout if not out.json_mode and out.stdout.isatty() else out.stderr
+    if not sys.stdin.isatty() or not stream.isatty():
+        return "no terminal"
+    out.stdout.flush()  # the preview above the prompt, when the prompt goes to stderr
     try:
+        print(prompt, file=stream, end=" ", flush=True)
         answer = sys.stdin.readline()
     except KeyboardInterrupt:
-        return False
-    return answer.strip().lower() in ("y", "yes")
+        print(file=stream, flush=True)  # the terminal shows ^C and leaves the line open
+        return "interrupted"
+    if not answer:
+        print(file=stream, flush=True)  # ^D ends the input with no newline
+        return "no answer"
+    return "yes" if answer.strip().lower() in ("y", "yes") else "no"
+
+
+def decline(ctx: Context, answer: Answer, *, deleting: bool = False) -> int:
+    """Say why nothing was done after *answer* (not yes); the exit code.
+
+    Where nothing could be asked, the line gives the command again with ``--yes``; *deleting*: the question
+    was whether to delete a session.
+    """
+    nothing = Message("nothing_deleted" if deleting else "nothing_changed")
+    if answer == "no terminal":
+        command = shell_line(["turnback", *ctx.argv, "--yes"])
+        to_apply = Message("to_delete_it" if deleting else "to_apply_it")
+        ctx.out.note(say("declined_no_terminal", nothing=nothing, to_apply=to_apply, command=command))
+        return 1
+    why = {"no": "declined_no", "no answer": "declined_no_answer", "interrupted": "declined_interrupted"}[answer]
+    ctx.out.note(say(why, nothing=nothing))
+    return EXIT_INTERRUPTED if answer == "interrupted" else 1
 
 
 def wants_color(out: Output) -> bool:
@@ -233,10 +266,10 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
         out.line(text.force_only_line(plan))
         out.json(data.plan_data(plan, applied=False))
         return 1
-    if not confirm(out, text.confirm_prompt(plan), yes=yes):
-        out.note("nothing changed: confirm at the prompt, or run again with --yes to apply (--dry-run only previews)")
+    answer = ask(out, text.confirm_prompt(plan), yes=yes)
+    if answer != "yes":
         out.json(data.plan_data(plan, applied=False))
-        return 1
+        return decline(ctx, answer)
     result = engine.apply(plan)
     out.lines(text.result_lines(result))
     out.json(data.result_data(result))
@@ -244,14 +277,17 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
 
 
 __all__ = [
+    "EXIT_INTERRUPTED",
+    "Answer",
     "Context",
     "Output",
     "Subparsers",
     "add_confirm_options",
     "add_session_option",
     "add_uncovered_option",
+    "ask",
     "common_options",
-    "confirm",
+    "decline",
     "join_text_values",
     "show_call",
     "take_back",

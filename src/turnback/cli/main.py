@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import difflib
 import os
 import platform
 import sys
@@ -107,14 +108,36 @@ COMMANDS: dict[str, ModuleType] = {
 }
 
 EXIT_UNEXPECTED = 70
-EXIT_INTERRUPTED = 130
+
+# Where ``--session`` given before the verb waits until the verb is known (it is the verb's option).
+_SESSION_BEFORE_VERB = "session_before_verb"
+
+
+def _is_internal(verb: str) -> bool:
+    """A verb turnback runs itself (``_job``, ``_watch``): never offered to the user."""
+    return verb.startswith("_")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse, with the argument its error quotes escaped: it may be a name an agent chose."""
+    """argparse, with the argument its error quotes escaped (it may be a name an agent chose),
+    internal verbs kept out of sight, and help in plain text."""
 
     def error(self, message: str) -> NoReturn:
         super().error(escape_line(message))
+
+    def _check_value(self, action: argparse.Action, value: object) -> None:
+        """An unknown verb: the closest one the user may mean, else the list, never an internal verb."""
+        if not isinstance(action, argparse._SubParsersAction) or value in action.choices:
+            super()._check_value(action, value)
+            return
+        verbs = [verb for verb in action.choices if not _is_internal(verb)]
+        closest = difflib.get_close_matches(str(value), verbs, n=1)
+        hint = f"did you mean {closest[0]}?" if closest else f"choose from {', '.join(verbs)}"
+        raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint})")
+
+    def format_help(self) -> str:
+        # The descriptions are the modules' docstrings, where ``--flag`` is reST for code.
+        return super().format_help().replace("``", "")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,11 +148,41 @@ def build_parser() -> argparse.ArgumentParser:
         "revert a call, undo a turn, without losing work done since.",
         parents=[common],
     )
+    parser.add_argument(
+        "--session",
+        dest=_SESSION_BEFORE_VERB,
+        metavar="S",
+        default=argparse.SUPPRESS,
+        help="the session of the verbs that take one (as --session after the verb)",
+    )
     parser.add_argument("--version", action="version", version=f"turnback {turnback.__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
     for module in dict.fromkeys(COMMANDS.values()):
         module.add_parser(sub, common)
     return parser
+
+
+def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the verb, and sub-verb, that *args* chose."""
+    while True:
+        groups = [action for action in parser._actions if isinstance(action, argparse._SubParsersAction)]
+        chosen = getattr(args, groups[0].dest, None) if groups else None
+        if chosen is None:
+            return parser
+        parser = groups[0].choices[chosen]
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
+    """*argv* parsed, with ``--session`` given before the verb handed to the verb (one given after wins)."""
+    args = parser.parse_args(argv)
+    before = vars(args).pop(_SESSION_BEFORE_VERB, None)
+    if before is not None and args.verb:
+        verb_parser = _verb_parser(parser, args)
+        if "--session" not in verb_parser._option_string_actions:
+            parser.error(f"--session does not apply to {verb_parser.prog}")
+        if args.session is None:
+            args.session = before
+    return args
 
 
 def _log_unexpected(home: str | None) -> str | None:
@@ -190,23 +243,24 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
             reconfigure(errors="backslashreplace")
+    words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = parser.parse_args(_common.join_text_values(sys.argv[1:] if argv is None else argv))
+    args = _parse(parser, _common.join_text_values(words))
     if not args.verb:
         parser.print_help()
         return 2
     out = _common.Output(json_mode=getattr(args, "json", False))
-    ctx = _common.Context(args, out, stdin=stdin)
+    ctx = _common.Context(args, out, argv=words, stdin=stdin)
     module = COMMANDS[args.verb]
     try:
         language.set(turnback.pick_language(getattr(args, "lang", None), ctx.home))
-        _check_text_arguments(args, sys.argv[1:] if argv is None else argv)
+        _check_text_arguments(args, words)
         code = int(module.run(ctx, args))
     except turnback.TurnbackError as error:
         code = _report(out, error)
     except KeyboardInterrupt:
         out.note("turnback: interrupted; an undo that was applying goes on at the next undo")
-        code = EXIT_INTERRUPTED
+        code = _common.EXIT_INTERRUPTED
     except BrokenPipeError:
         code = 0  # the reader (a pager, head) closed the pipe: nothing went wrong here
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet

@@ -53,7 +53,9 @@ def turn_data(turn: Turn) -> dict[str, Any]:
         "parent": turn.parent,
         "message": turn.message,
         "status": turn.status,
-        "undone": {"no": False, "yes": True, "partly": "partly"}[turn.undone],
+        # Two booleans, one type each: "undone" is true for a turn taken back wholly or in part.
+        "undone": turn.undone != "no",
+        "partly_undone": turn.undone == "partly",
         "calls": [call_data(call) for call in turn.calls],
     }
 

@@ -26,10 +26,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.dry_run:
         out.json({"session": session.id, "deleted": False})
         return 0
-    if not _common.confirm(out, "delete? y = yes, n = no", yes=args.yes):
-        out.note("nothing deleted: confirm at the prompt, or run again with --yes")
+    answer = _common.ask(out, "delete? y = yes, n = no", yes=args.yes)
+    if answer != "yes":
         out.json({"session": session.id, "deleted": False})
-        return 1
+        return _common.decline(ctx, answer, deleting=True)
     engine.delete_session(session.id)
     out.line(f"deleted session {short_id(session.id)}")
     out.json({"session": session.id, "deleted": True})

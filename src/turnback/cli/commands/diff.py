@@ -31,18 +31,26 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     diff = engine.turn_diff(ctx.session(with_turns=True).id, args.turn)
     out = ctx.out
-    left_out = views.left_out_lines(diff.changes, set(diff.ignored))
+    ignored = set(diff.ignored)
     if diff.note:
         out.note(f"turnback: {diff.note}")
+    if out.json_mode:
+        files = [
+            {"path": c.path, "kind": c.kind, "added": c.added, "removed": c.removed, "ignored": c.path in ignored}
+            for c in diff.changes
+            if "dir" not in (c.before.kind, c.after.kind)
+        ]
+        patch = views.patch_text(diff.changes, ignored, engine.load)  # with --stat too: one shape
+        out.json({"turn": data.turn_data(diff.turn), "files": files, "patch": patch})
+        return 0
+    left_out = views.left_out_lines(diff.changes, ignored)
     if args.stat:
         out.lines(views.stat_lines(diff.changes, engine.config.groups))
         if left_out:
             out.lines(["", *left_out])
     else:
-        patch = views.patch_text(diff.changes, set(diff.ignored), engine.load)
-        if out.json_mode:
-            pass
-        elif _common.wants_color(out):
+        patch = views.patch_text(diff.changes, ignored, engine.load)
+        if _common.wants_color(out):
             out.styled(views.colorize(patch.split("\n")[:-1]))  # lines end at \n only, as in the patch
             out.lines(left_out)
         else:
@@ -51,10 +59,4 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             sys.stdout.buffer.flush()
             for line in left_out:
                 out.note(line)
-    files = [
-        {"path": c.path, "kind": c.kind, "added": c.added, "removed": c.removed, "ignored": c.path in diff.ignored}
-        for c in diff.changes
-        if "dir" not in (c.before.kind, c.after.kind)
-    ]
-    out.json({"turn": data.turn_data(diff.turn), "files": files})
     return 0

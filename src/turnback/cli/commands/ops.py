@@ -1,4 +1,4 @@
-"""``turnback ops``: the session's operations (undo, revert, rollback, resend, redo), oldest first."""
+"""``turnback ops``: the session's operations (undo, revert, rollback, resend, redo), newest first."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from turnback.cli import _common
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("ops", parents=[common], help="list the operations applied in the session")
+    parser = sub.add_parser("ops", parents=[common], help="list the operations applied in the session, newest first")
     _common.add_session_option(parser)
 
 
@@ -19,7 +19,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session(with_turns=True)
     taken_back = engine.taken_back_by(session.id)
     items = []
-    for plan in engine.operations(session.id):
+    for plan in reversed(engine.operations(session.id)):
         done = sum(1 for row in plan.rows if row.status == "done")
         when = datetime.datetime.fromtimestamp(plan.created_at / 1e9).strftime("%Y-%m-%d %H:%M:%S")
         notes = []

@@ -1,0 +1,64 @@
+"""Running the CLI on a real pseudo-terminal, as a user at a keyboard does (issue 14)."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import select
+import subprocess
+import sys
+import termios
+from pathlib import Path
+from typing import IO
+
+PROMPT_END = b"y = yes, n = no"
+
+
+def _own_terminal() -> None:
+    """In the child: a new session whose controlling terminal is its stdin, so ^C there is a SIGINT to it."""
+    os.setsid()
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def run_on_a_terminal(
+    args: list[str], cwd: Path, env: dict[str, str], keys: bytes, *, stdout: IO[bytes] | None = None
+) -> tuple[int, str]:
+    """``turnback ARGS`` with stdin, stdout and stderr on one terminal; *keys* are typed at the prompt.
+
+    Returns the exit code and what the terminal showed (its echo of the keys
+    included, so ``^C`` shows as a terminal shows it), with CRLF as LF. With
+    *stdout* (a file), stdout goes there instead, as in ``turnback undo | less``.
+    """
+    main, child = pty.openpty()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "turnback", *args],
+        stdin=child,
+        stdout=stdout or child,
+        stderr=child,
+        cwd=cwd,
+        env=env,
+        preexec_fn=_own_terminal,
+    )
+    os.close(child)
+    output = b""
+    typed = False
+    while True:
+        ready, _, _ = select.select([main], [], [], 30)
+        if not ready:
+            break
+        try:
+            chunk = os.read(main, 4096)
+        except OSError:  # the child closed its side
+            break
+        if not chunk:
+            break
+        output += chunk
+        if not typed and PROMPT_END in output:
+            os.write(main, keys)
+            typed = True
+    os.close(main)
+    return proc.wait(timeout=30), output.decode().replace("\r\n", "\n")
+
+
+__all__ = ["PROMPT_END", "run_on_a_terminal"]
