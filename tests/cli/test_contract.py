@@ -222,7 +222,7 @@ def test_the_shell_change_line_and_a_clipped_diff_are_dim_on_a_terminal_unless_n
     cli("turn", "begin", "--session", sid)
     env = {**cli_env(home), **({"NO_COLOR": "1"} if no_color else {})}
     script = "printf 'a\\nb\\nc\\n' > new.txt"
-    code, output = _run_on_a_terminal(["exec", "--session", sid, "--", "sh", "-c", script], project, env, b"")
+    code, output = run_on_a_terminal(["exec", "--session", sid, "--", "sh", "-c", script], project, env, b"")
     assert code == 0
     dim, plain = "\x1b[2mnew new.txt\x1b[0m", "new new.txt"
     assert output.splitlines()[-1] == (plain if no_color else dim)
@@ -235,7 +235,7 @@ def test_the_shell_change_line_and_a_clipped_diff_are_dim_on_a_terminal_unless_n
         check=True,
     )
     assert "\x1b" not in written.stdout.decode()  # a pipe gets no colour
-    code, shown = _run_on_a_terminal(["show", "--lang", "en", *_last_call(cli, sid)], project, env, b"")
+    code, shown = run_on_a_terminal(["show", "--lang", "en", *_last_call(cli, sid)], project, env, b"")
     more = [line for line in shown.splitlines() if "more lines" in line]
     assert more == (["… 23 more lines"] if no_color else ["\x1b[2m… 23 more lines\x1b[0m"])
 

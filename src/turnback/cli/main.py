@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import BinaryIO, NoReturn
 
 import turnback
-from turnback.catalog import Message, language, word
+from turnback.catalog import Message, language, say, word
 from turnback.cli import _common
 from turnback.cli.commands import (
     busy,
@@ -132,7 +132,11 @@ class _Parser(argparse.ArgumentParser):
             return
         verbs = [verb for verb in action.choices if not _is_internal(verb)]
         closest = difflib.get_close_matches(str(value), verbs, n=1)
-        hint = f"did you mean {closest[0]}?" if closest else f"choose from {', '.join(verbs)}"
+        hint = (
+            say("did_you_mean", verb=closest[0])
+            if closest
+            else say("choose_from", verbs=Message("comma_list", items=tuple(verbs)))
+        )
         raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint})")
 
     def format_help(self) -> str:
@@ -179,7 +183,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     if before is not None and args.verb:
         verb_parser = _verb_parser(parser, args)
         if "--session" not in verb_parser._option_string_actions:
-            parser.error(f"--session does not apply to {verb_parser.prog}")
+            parser.error(say("session_does_not_apply", verb=verb_parser.prog))
         if args.session is None:
             args.session = before
     return args
