@@ -195,7 +195,7 @@ def _stand_in_python(folder: Path) -> Path:
         'echo "[python $*]"\n'
         'if [ "$1 $2" = "-m venv" ]; then\n'
         '  mkdir -p "$3/bin"\n'
-        "  for tool in python ruff mypy turnback; do\n"
+        "  for tool in python ruff mypy lint-imports turnback; do\n"
         """    printf '#!/bin/sh\\necho "[%s${*:+ $*}]"\\n' "$tool" > "$3/bin/$tool"\n"""
         '    chmod +x "$3/bin/$tool"\n'
         "  done\n"
@@ -224,9 +224,10 @@ VENV_STEPS = [
         (
             "test",
             [
-                "checking the code's style (ruff)",
+                "checking the code's style (ruff) and the layers (import-linter)",
                 "[ruff check src tests benchmarks]",
                 "[ruff format --check src tests benchmarks]",
+                "[lint-imports --no-cache --no-logo]",
                 "checking types (mypy --strict; slower the first time)",
                 "[mypy]",
                 "running the test suite (pytest, several minutes)",
