@@ -134,7 +134,7 @@ class _Hook:
             return None
         self._end_running(session)
         self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=self.claude_pid())
-        notices = self.engine.notices(session.id)
+        notices = self.engine.take_notices(session.id)
         if not notices:
             return None
         lines = [text for _, text in notices]
@@ -277,6 +277,7 @@ class _Hook:
         """
         from turnback.errors import RefusedError
 
+        self.engine.mark_interrupted(session.id)
         try:
             pending = self.engine.unfinished_commands(session.id)
         except RefusedError:
