@@ -155,11 +155,6 @@ class Engine:
     def home(self) -> str:
         return self.store.home
 
-    @property
-    def confined(self) -> bool:
-        """Whether paths outside a project are refused whatever the mode (an MCP server's roots)."""
-        return self._paths.confined
-
     def load(self, blob: BlobId) -> bytes:
         """The content stored under *blob*."""
         return self.store.blobs.read_bytes(blob)
@@ -281,9 +276,6 @@ class Engine:
 
     def turn_of(self, call: Call) -> Turn:
         return self.store.turn(call.turn_id)
-
-    def turn_summary(self, turn: Turn) -> TurnSummary:
-        return self._history.turn_summary(turn)
 
     def turn_diff(self, session_id: SessionId, ref: str | None = None) -> TurnDiff:
         return self._history.turn_diff(session_id, ref)
