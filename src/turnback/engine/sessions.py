@@ -9,7 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from turnback.errors import BusyError, RefusedError, StoreError, UsageError
-from turnback.model import Project, ProjectId, Session, SessionId, Turn, TurnId, TurnSummary, short_id
+from turnback.model import Project, Session, SessionId, Turn, TurnId, TurnSummary, short_id
 from turnback.ops.busy import (
     harness_runs,
     live_commands,
@@ -320,9 +320,6 @@ class Sessions:
             interrupted=self._engine._takeback.interrupted(session_id),
             kept_bytes=self._engine.kept_bytes(),
         )
-
-    def project(self, project_id: ProjectId) -> Project:
-        return self._store.project(project_id)
 
 
 __all__ = ["TURN_WAIT_S", "Sessions"]
