@@ -8,10 +8,8 @@ error (logged to ``turnback.log`` in the store), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import datetime
 import difflib
 import os
-import platform
 import sys
 import traceback
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from types import ModuleType
 from typing import BinaryIO, NoReturn
 
 import turnback
+from turnback import boundary
 from turnback.cli import _common
 from turnback.cli.commands import (
     busy,
@@ -183,24 +182,6 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     return args
 
 
-def _log_unexpected(home: str | None) -> str | None:
-    """Append versions and the traceback to the store's log; the log's path, or None if it cannot be written."""
-    if not home or not os.path.isdir(home):
-        return None
-    path = os.path.join(home, "turnback.log")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log_file:
-            log_file.write(
-                f"--- {datetime.datetime.now().isoformat()} turnback {turnback.__version__} "
-                f"python {platform.python_version()} {platform.platform()}\n"
-            )
-            log_file.write(traceback.format_exc())
-    except OSError:
-        return None
-    return path
-
-
 # Arguments that name files, or a command's words: they may hold any bytes a file name holds.
 _BYTE_ARGUMENTS = frozenset(
     {"path", "paths", "src", "dst", "dir", "project", "root", "store", "cwd", "output", "command"}
@@ -230,7 +211,7 @@ def _check_text_arguments(args: argparse.Namespace, argv: Sequence[str]) -> None
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
     hint = " (--uncovered goes ahead without a copy)" if isinstance(error, turnback.UncoveredError) else ""
     out.note(f"turnback: {error}{hint}")
-    out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": error.exit_code}})
+    out.json(boundary.refusal_data(error, error.exit_code))
     return error.exit_code
 
 
@@ -265,12 +246,12 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             home = ctx.home
         except Exception:
             pass
-        logged = _log_unexpected(home)
+        logged = boundary.log_unexpected(home, "turnback")
         where = f"; see {logged}" if logged else ""
         if not logged:
             traceback.print_exc()
         out.note(f"turnback: unexpected error{where}")
-        out.json({"error": {"type": "unexpected", "message": "unexpected error", "exit": EXIT_UNEXPECTED}})
+        out.json(boundary.error_data("unexpected", "unexpected error", EXIT_UNEXPECTED))
         code = EXIT_UNEXPECTED
     finally:
         ctx.close()

@@ -154,7 +154,7 @@ class _Hook:
             return None
         self._end_running(session)
         self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=self.claude_pid())
-        notices = self.engine.notices(session.id)
+        notices = self.engine.take_notices(session.id)
         if not notices:
             return None
         lines = [text for _, text in notices]
@@ -309,6 +309,7 @@ class _Hook:
         """
         from turnback.errors import RefusedError
 
+        self.engine.mark_interrupted(session.id)
         try:
             pending = self.engine.unfinished_commands(session.id)
         except RefusedError:
@@ -355,20 +356,6 @@ _HANDLERS: dict[str, Callable[[_Hook], Output]] = {
 assert tuple(_HANDLERS) == HANDLED_EVENTS, "the relay filters events by HANDLED_EVENTS"
 
 
-def _log_failure(home: str | None) -> None:
-    import datetime
-    import traceback
-
-    if not home or not os.path.isdir(home):
-        return
-    try:
-        fd = os.open(os.path.join(home, "turnback.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log:
-            log.write(f"--- {datetime.datetime.now().isoformat()} hook {HARNESS}\n{traceback.format_exc()}")
-    except OSError:
-        pass
-
-
 def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
     """Handle one event that :func:`wanted`: what goes to stdout and to stderr. Never raises.
 
@@ -383,7 +370,9 @@ def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
             output = handler(_Hook(engine, event, caller, home))
         return (json.dumps(output) + "\n" if output else ""), ""
     except Exception as exc:  # never block the agent: say it once, log the rest
-        _log_failure(home)
+        from turnback.boundary import log_unexpected
+
+        log_unexpected(home, f"hook {HARNESS}")
         return "", failure_line(exc)
 
 
