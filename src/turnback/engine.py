@@ -60,6 +60,7 @@ from turnback.ops.busy import (
 from turnback.paths import RelPath, absolute_user_path, make_rel_path
 from turnback.procs import hide_own_environment, process_alive, process_start
 from turnback.store import Store
+from turnback.store.records import Notice
 
 if TYPE_CHECKING:  # imported where used: a hook process imports only what its event needs
     from turnback.capture import commands
@@ -1260,7 +1261,7 @@ class Engine:
 
         adopted = commands.adopt_git_objects(self.store, self.project(project_id))
         if adopted:
-            self.store.db.truncate_log()  # up to a whole tree went through the WAL: its file need not stay that size
+            self.store.truncate_log()  # up to a whole tree went through the WAL: its file need not stay that size
         return adopted
 
     # -- the watcher ------------------------------------------------------------------------
@@ -1724,7 +1725,7 @@ class Engine:
                     ended += 1
         return ended
 
-    def notices(self, session_id: SessionId) -> list[tuple[str, str]]:
+    def notices(self, session_id: SessionId) -> list[Notice]:
         """Pending notices for the assistant (``Reverted the change to PATH``), each delivered once."""
         return self.store.take_notices(session_id)
 
