@@ -62,11 +62,6 @@ def _pending_since(store: Store) -> int:
     return store.now() - PLAN_KEEP_NS
 
 
-def _pending_op_blobs(store: Store) -> set[bytes]:
-    """Copies an applying operation or a pending preview needs."""
-    return store.pending_op_blobs(_pending_since(store))
-
-
 def newest_turns(store: Store) -> set[str]:
     """The turns whose copies the cap never drops: every running turn, and the turn that ended last."""
     return store.newest_turn_ids()
@@ -147,7 +142,7 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
         ]
         if not over_store and not over_caches:
             return result
-        protected = _pending_op_blobs(store)
+        protected = store.pending_op_blobs(_pending_since(store))  # an applying operation's, a pending preview's
         _, running = _snapshot_blobs(store)
         protected |= running
         if over_store:
