@@ -438,7 +438,7 @@ class Commands:
 
         adopted = commands.adopt_git_objects(self._store, self._store.project(project_id))
         if adopted:
-            self._store.db.truncate_log()  # up to a whole tree went through the WAL: its file need not stay that size
+            self._store.truncate_log()  # up to a whole tree went through the WAL: its file need not stay that size
         return adopted
 
 

@@ -35,6 +35,7 @@ from turnback.model import (
     TurnSummary,
 )
 from turnback.store import Store
+from turnback.store.records import Notice
 
 from .commands import Commands
 from .history import History
@@ -254,7 +255,7 @@ class Engine:
     def busy_end(self, session_id: SessionId, reason: str | None = None) -> int:
         return self._sessions.busy_end(session_id, reason)
 
-    def take_notices(self, session_id: SessionId) -> list[tuple[str, str]]:
+    def take_notices(self, session_id: SessionId) -> list[Notice]:
         return self._sessions.take_notices(session_id)
 
     def catch_up(self, session_id: SessionId) -> None:

@@ -23,6 +23,8 @@ from turnback.procs import process_alive, process_start
 from .values import SessionPick, SessionStatus
 
 if TYPE_CHECKING:
+    from turnback.store.records import Notice
+
     from .facade import Engine
 
 TURN_WAIT_S = 60.0
@@ -296,7 +298,7 @@ class Sessions:
         """Remove the session's busy marks whose holder ended without ending them."""
         remove_dead_busy_marks(self._store, session_id)
 
-    def take_notices(self, session_id: SessionId) -> list[tuple[str, str]]:
+    def take_notices(self, session_id: SessionId) -> list[Notice]:
         """Pending notices for the assistant (``Reverted the change to PATH``), each delivered once."""
         return self._store.take_notices(session_id)
 

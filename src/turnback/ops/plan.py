@@ -39,6 +39,7 @@ from turnback.model import (
 )
 from turnback.paths import RelPath
 from turnback.store import Store
+from turnback.store.records import OverlappingCall
 
 UNDO_CONFLICT = "changed after the turn; --force overwrites it"
 ROLLBACK_CONFLICT = "changed after the turn; a rollback leaves it as it is"
@@ -408,7 +409,7 @@ def select_undo_turns(
     return [pending[-1]]
 
 
-def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[tuple[CallId, str, bool]]:
+def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[OverlappingCall]:
     """The calls a command's change may be: those running while the command ran that ended later (or run still)
     and changed the path too (or whose changes are not known yet).
 
@@ -455,7 +456,7 @@ def _rows_for_turns(
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
-    overlaps: dict[int, list[tuple[CallId, str, bool]]] = {}
+    overlaps: dict[int, list[OverlappingCall]] = {}
     late_jobs = {
         call.id: "background job" if call.kind == "job" else "the command past its timeout"
         for turn in turns
