@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import json
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -705,3 +706,70 @@ def test_a_user_edit_made_while_a_permission_prompt_waits_is_left_out_of_the_bas
     assert done.rc == 0, done
     assert (project / "README.md").read_bytes() == users, done
     assert not (project / "c.txt").exists()
+
+
+def claude_code_shell(shell: str, env_file: Path, command: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
+    """Run *command* as Claude Code 2.1.332 runs a Bash command: the ``bash -c`` string it gave the shell
+    (recorded, payloads/bash_shell.txt), with what SessionStart hooks wrote to ``$CLAUDE_ENV_FILE`` in it."""
+    home = env_file.parent
+    (home / "claude-tmp").mkdir(exist_ok=True)  # where Claude Code keeps the command's last folder
+    script = (PAYLOADS / "bash_shell.txt").read_text().strip().replace("$HOME", str(home))
+    script = script.replace("$ENV_FILE_TEXT", env_file.read_text().strip()).replace("$COMMAND", shlex.quote(command))
+    return subprocess.run([shell, "-c", script], cwd=cwd, capture_output=True, timeout=30)
+
+
+def test_a_user_edit_just_before_the_command_starts_is_left_out_by_the_commands_own_mark(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    claude = Claude(home, project, session_id="permission-mark")
+    env_file = tmp_path / "session-env" / "sessionstart-hook-0.sh"
+    env_file.parent.mkdir()
+    started = claude.raw(claude.payload("SessionStart", source="startup"), env={"CLAUDE_ENV_FILE": str(env_file)})
+    assert (started.out, started.err) == ("", "")
+    claude.prompt("make c")
+    tool_input = {"command": "printf 'c\\n' > c.txt", "description": "make c"}
+    use_id = claude.pre("Bash", tool_input)
+    with open(project / "README.md", "ab") as readme:  # the user, as they answer the prompt
+        readme.write(b"the user's line\n")
+    users = (project / "README.md").read_bytes()
+    time.sleep(0.02)  # past the file system's clock tick, which the edit and the command's shell could share
+    ran = claude_code_shell("bash", env_file, tool_input["command"], project)
+    assert (ran.returncode, ran.stdout, ran.stderr) == (0, b"", b"")
+    claude.quiet(
+        "PostToolUse",
+        tool_name="Bash",
+        tool_input=tool_input,
+        tool_use_id=use_id,
+        tool_response={"stdout": "", "stderr": "", "interrupted": False},
+        duration_ms=5,
+    )
+    claude.stop()
+    shown = cli(home, project, "log")
+    assert "README.md" not in shown.out and "new c.txt" in shown.out, shown
+    done = cli(home, project, "undo", "--yes")
+    assert done.rc == 0, done
+    assert (project / "README.md").read_bytes() == users, done
+    assert not (project / "c.txt").exists()
+
+
+def test_the_start_mark_is_written_once_and_changes_nothing_a_command_sees(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    claude = Claude(home, project, session_id="mark-is-silent")
+    env_file = tmp_path / "sessionstart-hook-0.sh"
+    env_file.write_text("export THEIRS=1\n")  # what another SessionStart hook of the user's wrote
+    for source in ("startup", "compact"):
+        claude.raw(claude.payload("SessionStart", source=source), env={"CLAUDE_ENV_FILE": str(env_file)})
+    lines = env_file.read_text().splitlines()
+    assert lines[0] == "export THEIRS=1" and len(lines) == 2, lines
+    (project / "sub").mkdir()
+    command = "cd sub; printf 'status %s\\n' \"$?\"; printf 'err\\n' >&2; pwd; printf '%s\\n' \"${THEIRS-}\"; exit 3"
+    expected = (3, f"status 0\n{project / 'sub'}\n1\n".encode(), b"err\n")
+    for shell in ("bash", "sh"):
+        ran = claude_code_shell(shell, env_file, command, project)
+        assert (ran.returncode, ran.stdout, ran.stderr) == expected, shell
+    marks = home / "command-starts"
+    shutil.rmtree(marks)  # where the mark goes is gone: the command still sees nothing of it
+    for shell in ("bash", "sh"):
+        ran = claude_code_shell(shell, env_file, command, project)
+        assert (ran.returncode, ran.stdout, ran.stderr) == expected, shell

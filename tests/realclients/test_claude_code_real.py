@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import threading
 import time
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.conftest import Result, run_cli, tree_state
 from tests.realclients.conftest import RealClaude, Stream
@@ -133,13 +132,6 @@ def test_two_turns_of_write_edit_and_bash_are_undone_byte_for_byte(claude: RealC
 # -- b: the cases of issue 13 ------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: turnback leaves out a change whose ctime is over a second before the command's start (the "
-    "PostToolUse hook's start minus duration_ms), which holds for a user who answers after a second; here the "
-    "edit is ~30 ms before the command writes, closer than that estimate can tell (an exact window needs a "
-    "wrapped command, which makes Claude Code ask for every read-only command: see docs/architecture.md)",
-)
 def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: RealClaude, project: Path) -> None:
     start = tree_state(project)
     claude.api.script[:] = [
@@ -150,6 +142,7 @@ def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: 
     stream.user("make c")
     asked = stream.can_use_tool()
     assert asked["request"]["tool_name"] == "Bash"
+    assert asked["request"]["input"]["command"] == "printf 'c\\n' > c.txt", "the user is asked the model's command"
     assert of(claude.events(), "PreToolUse", tool_name="Bash"), "PreToolUse comes before the prompt"
     with open(project / "README.md", "ab") as readme:  # the user, while Claude Code waits for an answer
         readme.write(b"the user's line\n")
@@ -161,6 +154,7 @@ def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: 
     assert [e["hook_event_name"] for e in events if "Tool" in e["hook_event_name"] or "Perm" in e["hook_event_name"]][
         :3
     ] == ["PreToolUse", "PermissionRequest", "PostToolUse"]
+    assert of(events, "PostToolUse")[0]["tool_input"] == asked["request"]["input"]
     assert (project / "c.txt").read_bytes() == b"c\n"
 
     done = undo(claude)
@@ -170,6 +164,42 @@ def test_a_user_edit_made_while_a_permission_prompt_waits_is_not_undone(claude: 
     expected = dict(start)
     expected["README.md"] = ("file", users, start["README.md"][2])
     assert tree_state(project) == expected
+
+
+def test_the_start_mark_changes_nothing_a_command_prints_returns_or_where_it_runs(
+    claude: RealClaude, project: Path
+) -> None:
+    (project / "sub").mkdir()
+    printing = "printf 'status %s\\n' \"$?\"; printf 'err\\n' >&2; pwd; exit 3"
+    shell = claude.claude_tmp / "shell.txt"  # the very string Claude Code gave the shell, NUL-separated argv
+    third = f"cat /proc/$$/cmdline > {shell}"
+    claude.api.script[:] = [
+        Tools((Tool("Bash", {"command": "cd sub", "description": "go to sub"}),)),
+        Tools((Tool("Bash", {"command": printing, "description": "print, fail"}, id="toolu_printing"),)),
+        Tools((Tool("Bash", {"command": third, "description": "keep argv"}),)),
+        Text("Done."),
+    ]
+    stream = claude.stream(SKIP)
+    assert turn(stream, "print")["subtype"] == "success"
+    assert stream.close() == 0
+    results = [
+        (block["content"], block["is_error"])
+        for request in claude.api.requests
+        if request.main
+        for block in request.body["messages"][-1]["content"]
+        if isinstance(block, dict) and block.get("tool_use_id") == "toolu_printing"
+    ]
+    assert results[:1] == [(f"Exit code 3\nstatus 0\nerr\n{project / 'sub'}", True)]
+    argv = shell.read_bytes().decode().split("\0")[:-1]
+    assert argv[:2] == ["/bin/bash", "-c"] and len(argv) == 3, argv
+    ours = [path.read_text().strip() for path in (project.parent / ".claude" / "session-env").glob("*/*.sh")]
+    assert len(ours) == 1 and "/command-starts/" in ours[0], ours  # what turnback's SessionStart hook wrote
+    assert argv[2].index(ours[0]) < argv[2].index(" && eval "), "the mark comes ahead of the command"
+    if os.environ.get("TURNBACK_RECORD_PAYLOADS") == "1":  # for tests/integrations/test_claude_code.py
+        template = argv[2].replace(ours[0], "$ENV_FILE_TEXT").replace(shlex.quote(third), "$COMMAND")
+        template = re.sub(r"snapshot-bash-[\w-]+\.sh", "snapshot-bash-$SNAPSHOT.sh", template)
+        template = re.sub(r"claude-[0-9a-f]+-cwd", "claude-$CWD-cwd", template)
+        (PAYLOADS / "bash_shell.txt").write_text(scrub(template, claude, claude.events()) + "\n")
 
 
 def test_a_denied_call_changes_nothing_and_a_later_user_edit_is_not_undone(claude: RealClaude, project: Path) -> None:

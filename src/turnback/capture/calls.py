@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
@@ -340,55 +340,128 @@ def record_write(
     return _perform(target, tool, shown, prepare)
 
 
-def record_edit(
-    target: CallTarget, where: Location, old: str, new: str, *, max_file_mib: int, replace_all: bool = False
-) -> CallId:
-    """Replace *old* with *new* in the file: exactly once, or every time with *replace_all*.
+class TextEdit(NamedTuple):
+    """One replacement of an edit: *old* text by *new*."""
 
-    The edit is made in memory, so a file over *max_file_mib* (``snapshot.max_file_mib``) is refused
-    before it is read: memory stays bounded, and no copy is recorded that the store cap would drop.
-    """
-    if not old:
-        raise UsageError(Message("edit_old_empty"))
-    if old == new:
-        raise UsageError(Message("edit_same_text"))
+    old: str
+    new: str
+
+
+class Edited(NamedTuple):
+    """An edit's call (``None`` for a preview), and what the file held before and holds after."""
+
+    call_id: CallId | None
+    before: bytes
+    after: bytes
+
+
+def _edit_source(where: Location, max_file_mib: int) -> tuple[bytes, int]:
+    """What the file to edit holds, and its permissions; refused when it is no regular file or is over
+    *max_file_mib* (it is edited in memory: read never more than the limit, even if it grows meanwhile)."""
     path = where.recorded
-
-    def prepare() -> Prepared:
-        entry = where.tree.lstat(where.rel)
-        if entry is None:
-            raise UsageError(Message("edit_missing", path=path))
-        if entry.is_dir:
-            raise UsageError(Message("edit_folder", path=path))
-        if not entry.is_file:
-            raise UnsafePathError(Message("edit_not_regular", path=path, kind=entry.kind_name()))
-        limit = max_file_mib << 20
-        too_big = RefusedError(Message("edit_too_big", path=path, limit=max_file_mib))
-        if entry.size > limit:
+    entry = where.tree.lstat(where.rel)
+    if entry is None:
+        raise UsageError(Message("edit_missing", path=path))
+    if entry.is_dir:
+        raise UsageError(Message("edit_folder", path=path))
+    if not entry.is_file:
+        raise UnsafePathError(Message("edit_not_regular", path=path, kind=entry.kind_name()))
+    limit = max_file_mib << 20
+    too_big = RefusedError(Message("edit_too_big", path=path, limit=max_file_mib))
+    if entry.size > limit:
+        raise too_big
+    chunks, read = [], 0
+    for chunk in where.tree.iter_chunks(where.rel):
+        read += len(chunk)
+        if read > limit:
             raise too_big
-        chunks, read = [], 0
-        for chunk in where.tree.iter_chunks(where.rel):
-            read += len(chunk)
-            if read > limit:  # it grew since it was looked at: still never more than the limit in memory
-                raise too_big
-            chunks.append(chunk)
-        data = b"".join(chunks)
-        old_bytes, new_bytes = old.encode("utf-8"), new.encode("utf-8")
-        count = data.count(old_bytes)
+        chunks.append(chunk)
+    return b"".join(chunks), entry.permissions
+
+
+def _check_edits(edits: Sequence[TextEdit], *, numbered: bool) -> None:
+    """Refuse, before the file is read, an edit that could change nothing (an unnumbered one's rule)."""
+    if numbered:
+        return
+    for edit in edits:
+        if not edit.old:
+            raise UsageError(Message("edit_old_empty"))
+        if edit.old == edit.new:
+            raise UsageError(Message("edit_same_text"))
+
+
+def edited_bytes(
+    data: bytes, path: str, edits: Sequence[TextEdit], *, replace_all: bool = False, numbered: bool = False
+) -> bytes:
+    """*data* with each edit made in turn, on what the edits before it left.
+
+    Each old text must occur once, or (unnumbered) every time with *replace_all*. *numbered*: the edits
+    are a list the agent gave (an MCP ``edit_file``'s), named by number in what is refused.
+    """
+    for number, edit in enumerate(edits, 1):
+        old, new = edit.old.encode("utf-8", "surrogateescape"), edit.new.encode("utf-8", "surrogateescape")
+        count = data.count(old) if old else 0
+        if numbered and count == 0:
+            raise UsageError(Message("edit_numbered", number=number, why=Message("edit_old_missing", path=path)))
+        if numbered and count > 1:
+            raise UsageError(
+                Message("edit_numbered", number=number, why=Message("edit_old_repeated", count=count, path=path))
+            )
         if count == 0:
             raise UsageError(Message("edit_old_missing", path=path))
         if count > 1 and not replace_all:
             raise UsageError(Message("edit_old_ambiguous", count=count, path=path))
-        edited = data.replace(old_bytes, new_bytes, -1 if replace_all else 1)
+        data = data.replace(old, new, -1 if replace_all else 1)
+    return data
+
+
+def preview_edit(
+    where: Location, edits: Sequence[TextEdit], *, max_file_mib: int, replace_all: bool = False, numbered: bool = False
+) -> Edited:
+    """What :func:`record_edit` would write, recording and writing nothing."""
+    _check_edits(edits, numbered=numbered)
+    data, _ = _edit_source(where, max_file_mib)
+    return Edited(None, data, edited_bytes(data, where.recorded, edits, replace_all=replace_all, numbered=numbered))
+
+
+def record_edit(
+    target: CallTarget,
+    where: Location,
+    edits: Sequence[TextEdit],
+    *,
+    max_file_mib: int,
+    replace_all: bool = False,
+    numbered: bool = False,
+    tool: str = "edit",
+    raw_input: str | None = None,
+) -> Edited:
+    """Make *edits* in the file (see :func:`edited_bytes`), keeping what it held before.
+
+    The edit is made in memory, so a file over *max_file_mib* (``snapshot.max_file_mib``) is refused
+    before it is read: memory stays bounded, and no copy is recorded that the store cap would drop.
+    *tool* and *raw_input* name the call as the agent made it (an MCP ``edit_file``).
+    """
+    _check_edits(edits, numbered=numbered)
+    path = where.recorded
+    contents: list[bytes] = []
+
+    def prepare() -> Prepared:
+        data, permissions = _edit_source(where, max_file_mib)
+        edited = edited_bytes(data, path, edits, replace_all=replace_all, numbered=numbered)
+        contents[:] = [data, edited]
         if _keeps_copies(target, where):
             blob, size = target.store.put_content([data])
-            before = FileState("file", blob=blob, size=size, mode=entry.permissions)
+            before = FileState("file", blob=blob, size=size, mode=permissions)
         else:
-            before = FileState("file", size=len(data), mode=entry.permissions)
+            before = FileState("file", size=len(data), mode=permissions)
         changes = _content_plan(target, where, edited, before)
-        return changes, _staged_write(where, edited, entry.permissions)
+        return changes, _staged_write(where, edited, permissions)
 
-    return _perform(target, "edit", _input_json(path=path, old=old, new=new, all=replace_all), prepare)
+    if raw_input is None:
+        (edit,) = edits
+        raw_input = _input_json(path=path, old=edit.old, new=edit.new, all=replace_all)
+    call_id = _perform(target, tool, raw_input, prepare)
+    return Edited(call_id, *contents)
 
 
 def record_delete(target: CallTarget, where: Location) -> CallId:
@@ -538,7 +611,11 @@ class CallRecorder:
 __all__ = [
     "CallRecorder",
     "CallTarget",
+    "Edited",
     "Location",
+    "TextEdit",
+    "edited_bytes",
+    "preview_edit",
     "record_delete",
     "record_edit",
     "record_mkdir",

@@ -8,10 +8,8 @@ error (logged to ``turnback.log`` in the store), 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import datetime
 import difflib
 import os
-import platform
 import sys
 import traceback
 from collections.abc import Sequence
@@ -19,6 +17,7 @@ from types import ModuleType
 from typing import BinaryIO, NoReturn
 
 import turnback
+from turnback import boundary
 from turnback.catalog import Message, language, say, word
 from turnback.cli import _common
 from turnback.cli.commands import (
@@ -60,7 +59,6 @@ from turnback.cli.commands import (
     watch,
     write,
 )
-from turnback.render.data import message_data
 from turnback.render.terminal import escape_line
 
 COMMANDS: dict[str, ModuleType] = {
@@ -189,24 +187,6 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     return args
 
 
-def _log_unexpected(home: str | None) -> str | None:
-    """Append versions and the traceback to the store's log; the log's path, or None if it cannot be written."""
-    if not home or not os.path.isdir(home):
-        return None
-    path = os.path.join(home, "turnback.log")
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log_file:
-            log_file.write(
-                f"--- {datetime.datetime.now().isoformat()} turnback {turnback.__version__} "
-                f"python {platform.python_version()} {platform.platform()}\n"
-            )
-            log_file.write(traceback.format_exc())
-    except OSError:
-        return None
-    return path
-
-
 # Arguments that name files, or a command's words: they may hold any bytes a file name holds.
 _BYTE_ARGUMENTS = frozenset(
     {"path", "paths", "src", "dst", "dir", "project", "root", "store", "cwd", "output", "command"}
@@ -238,7 +218,7 @@ def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
     if isinstance(error, turnback.UncoveredError):
         message = Message("uncovered_hint", refusal=message)
     out.note(f"turnback: {word(message)}")
-    out.json({"error": {"type": type(error).__name__, **message_data(error.message), "exit": error.exit_code}})
+    out.json(boundary.refusal_data(error, error.exit_code))
     return error.exit_code
 
 
@@ -274,12 +254,12 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             home = ctx.home
         except Exception:
             pass
-        logged = _log_unexpected(home)
+        logged = boundary.log_unexpected(home, "turnback")
         where = f"; see {logged}" if logged else ""
         if not logged:
             traceback.print_exc()
         out.note(f"turnback: unexpected error{where}")
-        out.json({"error": {"type": "unexpected", "message": "unexpected error", "exit": EXIT_UNEXPECTED}})
+        out.json(boundary.error_data("unexpected", "unexpected error", EXIT_UNEXPECTED))
         code = EXIT_UNEXPECTED
     finally:
         ctx.close()

@@ -2,6 +2,8 @@
 
 - SessionStart, or the first event of a ``session_id``: a turnback session for
   the project (``CLAUDE_PROJECT_DIR``, else ``cwd``), registered on first use.
+  SessionStart also puts a line in ``$CLAUDE_ENV_FILE`` by which each Bash
+  command's shell marks when it really started (:mod:`.commandstart`).
 - UserPromptSubmit: begin a turn (message = the prompt); pending revert
   notices go back to the model as ``additionalContext``.
 - PreToolUse for Write, Edit, MultiEdit, NotebookEdit: keep the file's
@@ -12,8 +14,9 @@
   reason) and the call is recorded as not covered.
 - PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
   again and record the difference, less what changed before the command
-  really started (ctime against the hook's start minus ``duration_ms``: a
-  permission prompt comes between PreToolUse and the run).
+  really started (a permission prompt comes between PreToolUse and the run):
+  ctime against the command's own mark, else against the hook's start minus
+  ``duration_ms``.
   ``run_in_background``: a job, open past Stop while ``background_tasks``
   lists it, recorded at its ``<task-notification>`` prompt (not a user turn).
 - PostToolBatch: a call in it with no PostToolUse was denied: it ends with
@@ -38,6 +41,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
+from turnback.hooks import commandstart
 from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
 
 HARNESS = "claude-code"
@@ -47,6 +51,9 @@ COMPACTION = "compaction (Claude Code is summarising the conversation)"
 # loaded machine takes longer). A change inside it is kept as the command's: dropping one of the agent's
 # changes would leave it out of every undo, while a user rarely answers a prompt within a second of an edit.
 START_SLACK_S = 1.0
+# The hook's start is known to a clock tick (10 ms), rounded down: a mark up to this much after it is still
+# one made before the command ended.
+MARK_SLACK_S = 0.05
 
 Event = dict[str, Any]
 Output = dict[str, Any] | None
@@ -72,19 +79,27 @@ class Caller(NamedTuple):
     cwd: str
     project_dir: str | None
     started_at: float | None = None  # when Claude Code started the hook process (seconds since the epoch)
+    env_file: str | None = None  # CLAUDE_ENV_FILE: what Claude Code runs ahead of each Bash command (SessionStart)
 
     @classmethod
     def this_process(cls) -> Caller:
         from turnback.hooks.relay import process_started_at
 
-        return cls(os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None, process_started_at())
+        return cls(
+            os.getppid(),
+            os.getcwd(),
+            os.environ.get("CLAUDE_PROJECT_DIR") or None,
+            process_started_at(),
+            os.environ.get("CLAUDE_ENV_FILE") or None,
+        )
 
 
 class _Hook:
-    def __init__(self, engine: Any, event: Event, caller: Caller):
+    def __init__(self, engine: Any, event: Event, caller: Caller, home: str):
         self.engine = engine
         self.event = event
         self.caller = caller
+        self.home = home
         self.cwd = str(event.get("cwd") or caller.cwd)
 
     def claude_pid(self) -> int:
@@ -112,10 +127,15 @@ class _Hook:
 
     # -- events ------------------------------------------------------------------------
 
+    def marks(self, session: Any) -> str:
+        return commandstart.folder(self.home, session.id)
+
     def session_start(self) -> Output:
         session = self.session()
         if self.event.get("source") == "compact":
             self.engine.busy_end(session.id, COMPACTION)
+        if self.caller.env_file and os.name == "posix":  # PowerShell reads the file as assignments only
+            commandstart.arm(self.caller.env_file, self.marks(session))
         return None
 
     def prompt(self) -> Output:
@@ -134,7 +154,7 @@ class _Hook:
             return None
         self._end_running(session)
         self.engine.begin_turn(session.id, str(self.event.get("prompt") or ""), holder_pid=self.claude_pid())
-        notices = self.engine.notices(session.id)
+        notices = self.engine.take_notices(session.id)
         if not notices:
             return None
         lines = [text for _, text in notices]
@@ -205,17 +225,28 @@ class _Hook:
         elif call.kind in ("command", "job"):
             if response.get("interrupted") and error is None:
                 error = "interrupted"
-            self.engine.finish_command(call.id, error=error, started_at=self._command_started_at())
+            self.engine.finish_command(call.id, error=error, started_at=self._command_started_at(session, call))
         return None
 
-    def _command_started_at(self) -> float | None:
-        """When the command really started: this event's hook began as the command ended, ``duration_ms``
-        earlier it started (Claude Code counts no permission prompt in it). Earlier by ``START_SLACK_S``, so
-        what the command did at once is never taken for the user's."""
+    def _command_started_at(self, session: Any, call: Any) -> float | None:
+        """When the command really started: its shell's mark (exact), else an estimate. This event's hook
+        began as the command ended, ``duration_ms`` earlier it started (Claude Code counts no permission
+        prompt in it); earlier by ``START_SLACK_S``, so what the command did at once is never taken for the
+        user's."""
+        began = self.caller.started_at
+        marked = self._marked_start(session, call, None if began is None else began + MARK_SLACK_S)
+        if marked is not None:
+            return marked
         duration = self.event.get("duration_ms")
-        if self.caller.started_at is None or not isinstance(duration, int | float) or duration < 0:
+        if began is None or not isinstance(duration, int | float) or duration < 0:
             return None
-        return self.caller.started_at - duration / 1000 - START_SLACK_S
+        return began - duration / 1000 - START_SLACK_S
+
+    def _marked_start(self, session: Any, call: Any, before: float | None = None) -> float | None:
+        """The earliest mark a command's shell made after *call*'s PreToolUse (and before *before*)."""
+        import time
+
+        return commandstart.started_at(self.marks(session), call.started_at / 1e9, before or time.time())
 
     def post_tool_batch(self) -> Output:
         """The calls of the batch with no PostToolUse: denied (``tool_response`` is the denial's message) or
@@ -267,6 +298,7 @@ class _Hook:
         session = self.session()
         self.engine.busy_end(session.id, COMPACTION)
         self._end_running(session)
+        commandstart.clear(self.marks(session), remove=True)
         return None
 
     def _end_running(self, session: Any, keep: Sequence[str] = ()) -> Any:
@@ -277,6 +309,7 @@ class _Hook:
         """
         from turnback.errors import RefusedError
 
+        self.engine.mark_interrupted(session.id)
         try:
             pending = self.engine.unfinished_commands(session.id)
         except RefusedError:
@@ -289,9 +322,10 @@ class _Hook:
                 continue
             note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
             try:
-                self.engine.finish_command(call.id, error=note)
+                self.engine.finish_command(call.id, error=note, started_at=self._marked_start(session, call))
             except StoreError:  # a full disk: the turn still ends (the command stays "may be cut short")
                 continue
+        commandstart.clear(self.marks(session))  # none of the session's commands runs now
         return self.engine.end_turn(session.id)[1]
 
 
@@ -322,20 +356,6 @@ _HANDLERS: dict[str, Callable[[_Hook], Output]] = {
 assert tuple(_HANDLERS) == HANDLED_EVENTS, "the relay filters events by HANDLED_EVENTS"
 
 
-def _log_failure(home: str | None) -> None:
-    import datetime
-    import traceback
-
-    if not home or not os.path.isdir(home):
-        return
-    try:
-        fd = os.open(os.path.join(home, "turnback.log"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as log:
-            log.write(f"--- {datetime.datetime.now().isoformat()} hook {HARNESS}\n{traceback.format_exc()}")
-    except OSError:
-        pass
-
-
 def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
     """Handle one event that :func:`wanted`: what goes to stdout and to stderr. Never raises.
 
@@ -347,10 +367,12 @@ def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
 
         handler = _HANDLERS[str(event.get("hook_event_name"))]
         with turnback.open(home) as engine:
-            output = handler(_Hook(engine, event, caller))
+            output = handler(_Hook(engine, event, caller, home))
         return (json.dumps(output) + "\n" if output else ""), ""
     except Exception as exc:  # never block the agent: say it once, log the rest
-        _log_failure(home)
+        from turnback.boundary import log_unexpected
+
+        log_unexpected(home, f"hook {HARNESS}")
         return "", failure_line(exc)
 
 

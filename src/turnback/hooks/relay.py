@@ -87,6 +87,11 @@ def _seconds(rest: list[Any]) -> float | None:
     return float(rest[0]) if rest and isinstance(rest[0], int | float) else None
 
 
+def _text(rest: list[Any]) -> str | None:
+    """The ``CLAUDE_ENV_FILE`` a relay request carries (none from an older hook, or for another event)."""
+    return rest[0] if rest and isinstance(rest[0], str) and rest[0] else None
+
+
 def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """The event in *raw*, or None and the line that says why it is ignored."""
     try:
@@ -223,11 +228,11 @@ def _hook() -> int:
         return 0
     home = default_home()
     parent, cwd, project_dir = os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None
-    started = process_started_at()
+    started, env_file = process_started_at(), os.environ.get("CLAUDE_ENV_FILE") or None
     relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     sock = connect(home) if relayed else None
     reply = (
-        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir, started], "env": _store_env()})
+        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir, started, env_file], "env": _store_env()})
         if sock is not None
         else None
     )
@@ -237,7 +242,7 @@ def _hook() -> int:
         return 0
     from turnback.hooks.claude import Caller, handle
 
-    out, err = handle(event, Caller(parent, cwd, project_dir, started), home)
+    out, err = handle(event, Caller(parent, cwd, project_dir, started, env_file), home)
     if relayed and reply is None and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
@@ -350,7 +355,9 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
                             caller = request["caller"]
                             out, err = handle(
                                 request["event"],
-                                Caller(int(caller[0]), str(caller[1]), caller[2], _seconds(caller[3:])),
+                                Caller(
+                                    int(caller[0]), str(caller[1]), caller[2], _seconds(caller[3:]), _text(caller[4:])
+                                ),
                                 home,
                             )
                             reply = {"taken": True, "out": out, "err": err}

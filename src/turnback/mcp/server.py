@@ -22,7 +22,6 @@ import base64
 import datetime
 import json
 import os
-import re
 import signal
 import stat
 import subprocess
@@ -53,7 +52,7 @@ from wcmatch import glob
 
 import turnback
 from turnback import Engine, Session, TurnbackError
-from turnback import paths as turnback_paths
+from turnback.engine import TextEdit, TextEdited
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
 
@@ -129,19 +128,6 @@ MEDIA_TYPES = {
     ".ogg": "audio/ogg",
     ".flac": "audio/flac",
 }
-_WINDOWS_PATH = re.compile(r"^[A-Za-z]:([\\/]|$)")
-
-
-def foreign_path_problem(path: str) -> str | None:
-    """Why *path* is not a path on this host (a ``~``, a Windows drive, a URL), else ``None``: taken literally
-    it would name a folder ``~`` or ``C:\\...`` inside the root and the write would land where nobody looks."""
-    if path == "~" or path.startswith(("~/", "~\\")):
-        return f"{path} starts with ~, which names no folder here; give a path inside the allowed folder"
-    if _WINDOWS_PATH.match(path):
-        return f"{path} is a Windows path; give a path inside the allowed folder"
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]*://", path):
-        return f"{path} is a URL, not a path; give a path inside the allowed folder"
-    return None
 
 
 def _unified(path: str, old: bytes, new: bytes) -> str:
@@ -200,37 +186,22 @@ class Tools:
         self.session = session
         self.root = root
         self.gap_s = gap_s
-        home = os.path.realpath(engine.home)
-        inside = home.startswith(root.rstrip("/") + "/")
-        self._store_rel = home[len(root.rstrip("/")) + 1 :] if inside else None  # never listed, walked or searched
-
-    def _path(self, path: str, *, follow: bool = True) -> str:
-        """*path* as the engine should see it: a ``~``, Windows or URL path refused, and links inside the root
-        followed as the reference server follows them (the engine refuses a path through a link, so the
-        path handed on names no link; one that leads outside the root is left as it is, to be refused).
-        *follow* False keeps a link at the end (a move or delete acts on the link itself)."""
-        problem = foreign_path_problem(path)
-        if problem:
-            raise ToolError(problem)
-        try:
-            absolute = turnback_paths.absolute_user_path(self.root, path)
-        except TurnbackError as exc:
-            raise ToolError(str(exc)) from exc
-        head, tail = (absolute, "") if follow else os.path.split(absolute)
-        real = os.path.realpath(head)
-        if real != self.root and not real.startswith(self.root.rstrip("/") + "/"):
-            return path
-        real = os.path.join(real, tail) if tail else real
-        return path if real == absolute else real
-
-    def _hidden(self, rel: str) -> bool:
-        return os.path.basename(rel) == ".git" or rel == self._store_rel
+        self._hidden = engine.unlisted(session.id)  # never listed, walked or searched: .git, the store
 
     def _call(self, work: Any, engine: Engine | None = None) -> Any:
-        """Run *work* inside a tool turn; turnback's refusals become tool errors the model reads."""
-        try:
+        """Run *work* inside a tool turn (see :meth:`_answer`)."""
+
+        def in_turn() -> Any:
             with (engine or self.engine).tool_turn(self.session.id, gap_s=self.gap_s):
                 return work()
+
+        return self._answer(in_turn)
+
+    @staticmethod
+    def _answer(work: Any) -> Any:
+        """*work*'s answer; turnback's refusals become tool errors the model reads."""
+        try:
+            return work()
         except TurnbackError as exc:
             raise ToolError(str(exc)) from exc
         except OSError as exc:
@@ -238,7 +209,7 @@ class Tools:
 
     def _read(self, path: str) -> bytes:
         try:
-            return self.engine.read(self.session.id, self._path(path), cwd=self.root)
+            return self.engine.read(self.session.id, path, cwd=self.root)
         except TurnbackError as exc:
             raise ToolError(str(exc)) from exc
         except FileNotFoundError as exc:
@@ -280,11 +251,10 @@ class Tools:
         )
 
     def write_file(self, path: str, content: str) -> str:
-        target = self._path(path)
         call = self._call(
             lambda: self.engine.write(
                 self.session.id,
-                target,
+                path,
                 content.encode("utf-8"),
                 cwd=self.root,
                 tool="write_file",
@@ -294,44 +264,29 @@ class Tools:
         return f"Successfully wrote to {path} (call {turnback.short_id(call.id)})"
 
     def edit_file(self, path: str, edits: list[EditOperation], dryRun: bool = False) -> str:
-        original = self._read(path)
-        target = self._path(path)
-        text = original.decode("utf-8", "surrogateescape")
-        for number, edit in enumerate(edits, 1):
-            old, new = edit["oldText"], edit["newText"]
-            count = text.count(old) if old else 0
-            if count == 0:
-                raise ToolError(f"edit {number}: the old text is not in {path}; nothing was changed")
-            if count > 1:
-                raise ToolError(f"edit {number}: the old text occurs {count} times in {path}; give more of it")
-            text = text.replace(old, new, 1)
-        edited = text.encode("utf-8", "surrogateescape")
-        rel = self._where(path)[1]
-        diff = _unified(str(rel) if rel else path, original, edited)
-        if dryRun:
-            return diff
-        self._call(
-            lambda: self.engine.write(
+        def work() -> TextEdited:
+            return self.engine.edit_text(
                 self.session.id,
-                target,
-                edited,
+                path,
+                [TextEdit(edit["oldText"], edit["newText"]) for edit in edits],
                 cwd=self.root,
+                dry_run=dryRun,
                 tool="edit_file",
                 raw_input={"path": path, "edits": edits},
             )
-        )
-        return diff
+
+        edited: TextEdited = self._answer(work) if dryRun else self._call(work)
+        return _unified(edited.path, edited.before, edited.after)
 
     def create_directory(self, path: str) -> str:
-        target = self._path(path)
-        self._call(lambda: self.engine.mkdir(self.session.id, target, cwd=self.root))
+        self._call(lambda: self.engine.mkdir(self.session.id, path, cwd=self.root))
         return f"Successfully created directory {path}"
 
     def _where(self, path: str, *, follow: bool = True) -> tuple[Any, Any]:
-        try:
-            return self.engine.browse(self.session.id, self._path(path, follow=follow), cwd=self.root)
-        except TurnbackError as exc:
-            raise ToolError(str(exc)) from exc
+        found: tuple[Any, Any] = self._answer(
+            lambda: self.engine.browse(self.session.id, path, cwd=self.root, follow_last=follow)
+        )
+        return found
 
     def list_directory(self, path: str) -> str:
         tree, rel = self._where(path)
@@ -393,21 +348,7 @@ class Tools:
 
     def move_file(self, source: str, destination: str) -> str:
         """Move a file, link or folder; refused when the destination exists (the reference's contract)."""
-        src_tree, src_rel = self._where(source, follow=False)
-        dst_tree, dst_rel = self._where(destination, follow=False)
-        if dst_rel is None or dst_tree.lstat(dst_rel) is not None:
-            raise ToolError(f"Destination already exists: {destination}")
-        entry = src_tree.lstat(src_rel) if src_rel is not None else None
-        if entry is not None and entry.is_dir:
-            # The engine moves files one by one; a folder moves as a command whose change the scan records,
-            # so the user takes it back like any other call.
-            src, dst = (os.path.join(self.root, str(rel)) for rel in (src_rel, dst_rel))
-            result = self._call(lambda: self.engine.run_command(self.session.id, ["mv", "--", src, dst], cwd=self.root))
-            if result.exit_code != 0:
-                raise ToolError(f"could not move {source} to {destination} (mv exit status {result.exit_code})")
-        else:
-            src, dst = self._path(source, follow=False), self._path(destination, follow=False)
-            self._call(lambda: self.engine.move(self.session.id, src, dst, cwd=self.root))
+        self._call(lambda: self.engine.move(self.session.id, source, destination, cwd=self.root, replace=False))
         return f"Successfully moved {source} to {destination}"
 
     def search_files(self, path: str, pattern: str, excludePatterns: list[str] | None = None) -> str:
@@ -461,8 +402,7 @@ class Tools:
         return f"Allowed directories:\n{self.root}"
 
     def delete_file(self, path: str) -> str:
-        target = self._path(path, follow=False)
-        self._call(lambda: self.engine.delete(self.session.id, target, cwd=self.root))
+        self._call(lambda: self.engine.delete(self.session.id, path, cwd=self.root))
         return f"Successfully deleted {path}"
 
     def run_command(self, command: str, timeout: float | None = None, cwd: str | None = None) -> str:

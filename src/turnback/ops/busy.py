@@ -24,16 +24,22 @@ from turnback.procs import parent_and_name, process_alive
 from turnback.store import Store
 
 
+def _holder_ended(turn: Turn, holder_start: int | None) -> bool:
+    return turn.holder_pid is not None and not process_alive(turn.holder_pid, holder_start)
+
+
 def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
-    """The session's running turns whose holder lives; a turn whose holder has ended is marked interrupted."""
-    live = []
-    for turn, holder_start in store.running_turns(session_id):
-        if turn.holder_pid is not None and not process_alive(turn.holder_pid, holder_start):
-            with store.transaction():
-                store.end_turn(turn.id, "interrupted")
-        else:
-            live.append(turn)
-    return live
+    """The session's running turns whose holder lives (one whose holder ended runs no more)."""
+    return [turn for turn, holder_start in store.running_turns(session_id) if not _holder_ended(turn, holder_start)]
+
+
+def mark_interrupted_turns(store: Store, session_id: SessionId) -> list[Turn]:
+    """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
+    ended = [turn for turn, holder_start in store.running_turns(session_id) if _holder_ended(turn, holder_start)]
+    for turn in ended:
+        with store.transaction():
+            store.end_turn(turn.id, "interrupted")
+    return ended
 
 
 HARNESS_GRACE_S = 1.0  # a command that just ended: its harness's Post event is on its way
@@ -144,11 +150,9 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
         if turn.holder_pid:
             raise BusyError(Message("busy_turn_held", number=turn.number, pid=turn.holder_pid))
         raise BusyError(Message("busy_turn", number=turn.number))
-    for mark_id, reason, pid, pid_start in store.busy_marks(session_id):
+    for _, reason, pid, pid_start in store.busy_marks(session_id):
         if pid is not None and not process_alive(pid, pid_start):
-            with store.transaction():
-                store.remove_busy_mark(mark_id)  # its holder ended without ending it
-            continue
+            continue  # its holder ended without ending it (see remove_dead_busy_marks)
         if pid:
             raise BusyError(Message("busy_mark_held", reason=reason, pid=pid))
         raise BusyError(Message("busy_mark", reason=reason))
@@ -162,6 +166,14 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
             raise BusyError(Message(code, job=ident, command=command))
         code = "busy_command" if own else "busy_command_other_session"
         raise BusyError(Message(code, call=ident, command=command))
+
+
+def remove_dead_busy_marks(store: Store, session_id: SessionId) -> None:
+    """Remove the session's busy marks whose holder ended without ending them."""
+    for mark_id, _, pid, pid_start in store.busy_marks(session_id):
+        if pid is not None and not process_alive(pid, pid_start):
+            with store.transaction():
+                store.remove_busy_mark(mark_id)
 
 
 @contextlib.contextmanager
@@ -200,7 +212,9 @@ __all__ = [
     "harness_runs",
     "live_commands",
     "live_running_turns",
+    "mark_interrupted_turns",
     "orphaned_commands",
     "refuse_if_busy",
+    "remove_dead_busy_marks",
     "session_apply_lock",
 ]

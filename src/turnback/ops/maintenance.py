@@ -23,17 +23,14 @@ from __future__ import annotations
 import collections
 import contextlib
 import functools
-import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple, TypeVar
 
 from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_snapshot, stored_entries
-from turnback.errors import BlobCorruptError, RecordDamagedError, StoreError, UsageError
-from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId, TurnId
+from turnback.errors import RecordDamagedError, StoreError, UsageError
+from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId
 from turnback.store import Store
-from turnback.store.crypto import ID_LEN
-from turnback.store.schema import MIGRATIONS
 
 VACUUM_FREE_BYTES = 8 << 20
 VACUUM_FREE_SHARE = 0.25
@@ -41,30 +38,15 @@ SNAPSHOT_DROPPED = "over snapshot.max_mib ({mib} MiB): its copy was dropped, old
 PLAN_KEEP_NS = 3600 * 10**9  # a preview holds its copies this long; applied later, it is refused (plan again)
 
 
-def _children(store: Store, blob_ids: Iterable[bytes]) -> set[bytes]:
-    """The chunks that the chunk-list blobs among *blob_ids* name (their content lives there)."""
-    found: set[bytes] = set()
-    for blob_id in blob_ids:
-        row = store.db.one("SELECT kind FROM blobs WHERE id=?", (blob_id,))
-        if row is None or row[0] != 1:
-            continue
-        try:
-            listing = store.blobs._get(blob_id)[1]
-        except BlobCorruptError:
-            continue
-        found.update(listing[i : i + ID_LEN] for i in range(0, len(listing), ID_LEN))
-    return found
-
-
 def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
     """Blobs the stat caches hold, and blobs the snapshots of running commands hold."""
     cache: set[bytes] = set()
     running: set[bytes] = set()
-    for snapshot_id, purpose, project_id in store.db.all("SELECT id, purpose, project_id FROM snapshots"):
-        data = store.snapshot(snapshot_id)
+    for record in store.snapshot_records():
+        data = store.snapshot(record.id)
         if data is None:
             continue
-        if purpose == "cache":  # a delta's base is a row of its own, so each row's own entries are enough
+        if record.purpose == "cache":  # a delta's base is a row of its own, so each row's own entries are enough
             cache.update(entry.blob for entry in stored_entries(data) if entry.blob)
         else:
             from turnback.capture.commands import CallBefore  # the command layer's own format
@@ -72,60 +54,30 @@ def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
             with contextlib.suppress(StoreError):
                 outside = CallBefore.decode_outside(data)  # the project's part is a stat cache, kept above
                 running.update(entry.blob for entry in outside.values() if entry.blob)
-        del project_id
     return cache, running
 
 
-def _column_blobs(store: Store, sql: str, params: tuple[object, ...] = ()) -> set[bytes]:
-    return {bytes(row[0]) for row in store.db.all(sql, params) if row[0] is not None}
-
-
-# A preview still pending: the newest operation of its session (nothing planned or applied since), or a recent one.
-_PENDING_SQL = (
-    "ops.status='planned' AND (ops.created_at>=? OR ops.created_at ="
-    " (SELECT MAX(newer.created_at) FROM ops AS newer WHERE newer.session_id = ops.session_id))"
-)
-
-
-def _pending_op_blobs(store: Store) -> set[bytes]:
-    """Copies an applying operation or a pending preview needs."""
-    recent = store.now() - PLAN_KEEP_NS
-    where = f"ops.evicted=0 AND (ops.status='applying' OR {_PENDING_SQL})"
-    return _column_blobs(
-        store,
-        f"SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}"
-        f" UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id WHERE {where}",
-        (recent, recent),
-    )
+def _pending_since(store: Store) -> int:
+    """A preview made since this time is pending (as is each session's newest): its copies are kept."""
+    return store.now() - PLAN_KEEP_NS
 
 
 def newest_turns(store: Store) -> set[str]:
     """The turns whose copies the cap never drops: every running turn, and the turn that ended last."""
-    rows = store.db.all(
-        "SELECT id FROM turns WHERE status='running'"
-        " UNION SELECT id FROM (SELECT id FROM turns ORDER BY COALESCE(ended_at, started_at) DESC LIMIT 1)"
-    )
-    return {turn_id for (turn_id,) in rows}
+    return store.newest_turn_ids()
 
 
 def turn_kept_bytes(store: Store, turn_id: str) -> int:
     """The content size of the copies the turn's calls keep (each copy once), which the cap never drops."""
-    copies = (
-        "SELECT before_blob FROM changes JOIN calls ON calls.id = changes.call_id"
-        " WHERE calls.turn_id=? AND changes.evicted=0 AND before_blob IS NOT NULL"
-        " UNION SELECT after_blob FROM changes JOIN calls ON calls.id = changes.call_id"
-        " WHERE calls.turn_id=? AND changes.evicted=0 AND after_blob IS NOT NULL"
-    )
-    total = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({copies})", (turn_id, turn_id))[0]
-    return int(total)
+    return store.turn_kept_bytes(turn_id)
 
 
 def live_blobs(store: Store) -> set[bytes]:
     """Every blob something still needs: changes not dropped, operations, snapshots; chunks included."""
-    live = _column_blobs(store, _KEPT_SQL)
+    live = store.kept_blob_ids()
     cache, running = _snapshot_blobs(store)
     live |= cache | running
-    return live | _children(store, live)
+    return live | store.blobs.chunks_listed(live)
 
 
 @dataclass(slots=True)
@@ -139,43 +91,28 @@ class Reclaimed:
 
 
 def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
-    """Delete blobs nothing needs; VACUUM when that frees enough (or when asked)."""
+    """Delete blobs nothing needs; compact the database when that frees enough (or when asked)."""
     result = Reclaimed()
     with store.transaction():
         live = live_blobs(store)
-        for blob_id, size in store.db.all("SELECT id, stored FROM blobs"):
-            if bytes(blob_id) not in live:
-                store.db.execute("DELETE FROM blobs WHERE id=?", (blob_id,))
+        for blob in store.blobs.stored():
+            if blob.id not in live:
+                store.blobs.delete(blob.id)
                 result.blobs += 1
-                result.bytes += size
-    page_size = store.db.one("PRAGMA page_size")[0]
-    free_pages = store.db.one("PRAGMA freelist_count")[0]
-    pages = store.db.one("PRAGMA page_count")[0]
-    free = free_pages * page_size
-    worth = free >= VACUUM_FREE_BYTES or (pages and free_pages / pages >= VACUUM_FREE_SHARE and free > 1 << 20)
+                result.bytes += blob.stored
+    space = store.free_space()
+    free, total = space.free_bytes, space.total_bytes
+    worth = free >= VACUUM_FREE_BYTES or (total and free / total >= VACUUM_FREE_SHARE and free > 1 << 20)
     if vacuum or (vacuum is None and worth):
-        store.db.execute("VACUUM")
-        store.db.truncate_log()
+        store.compact()
         result.vacuumed = True
     return result
-
-
-_KEPT_SQL = (
-    "SELECT before_blob FROM changes WHERE evicted=0 AND before_blob IS NOT NULL"
-    " UNION SELECT after_blob FROM changes WHERE evicted=0 AND after_blob IS NOT NULL"
-    " UNION SELECT expect_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
-    " WHERE ops.evicted=0 AND expect_blob IS NOT NULL"
-    " UNION SELECT target_blob FROM op_rows JOIN ops ON ops.id = op_rows.op_id"
-    " WHERE ops.evicted=0 AND target_blob IS NOT NULL"
-)
 
 
 def kept_bytes(store: Store) -> int:
     """What is kept for reverting: the content size of every copy a change or an operation needs, and the
     calls' recorded input."""
-    copies = store.db.one(f"SELECT COALESCE(SUM(size), 0) FROM blobs WHERE id IN ({_KEPT_SQL})")[0]
-    inputs = store.db.one("SELECT COALESCE(SUM(length(input_enc)), 0) FROM calls WHERE input_enc IS NOT NULL")[0]
-    return int(copies) + int(inputs)
+    return store.kept_bytes()
 
 
 def _cap_candidates(store: Store) -> list[tuple[str, str]]:
@@ -183,20 +120,10 @@ def _cap_candidates(store: Store) -> list[tuple[str, str]]:
     for an operation's copies (an applied one's, or a superseded old preview's). The newest turns' calls and
     pending previews are never among them."""
     newest = newest_turns(store)
-    calls = [
-        (at, call_id)
-        for at, call_id, turn_id in store.db.all(
-            "SELECT started_at, id, turn_id FROM calls WHERE input_enc IS NOT NULL"
-            " OR EXISTS(SELECT 1 FROM changes WHERE changes.call_id = calls.id AND changes.evicted=0)"
-        )
-        if turn_id not in newest
+    found: list[tuple[int, str, str]] = [
+        (call.started_at, "call", call.id) for call in store.evictable_calls() if call.turn_id not in newest
     ]
-    ops = store.db.all(
-        "SELECT created_at, id FROM ops WHERE evicted=0"
-        f" AND (status='done' OR (status='planned' AND NOT ({_PENDING_SQL})))",
-        (store.now() - PLAN_KEEP_NS,),
-    )
-    found = [(at, "call", call_id) for at, call_id in calls] + [(at, "op", op_id) for at, op_id in ops]
+    found += [(op.created_at, "op", op.id) for op in store.evictable_operations(_pending_since(store))]
     return [(kind, item_id) for _, kind, item_id in sorted(found)]
 
 
@@ -208,34 +135,26 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
     result = Reclaimed()
     with store.transaction():
         over_store = kept_bytes(store) > max_bytes
-        caches = [
-            ProjectId(project_id)
-            for (project_id,) in store.db.all("SELECT DISTINCT project_id FROM snapshots WHERE purpose='cache'")
-        ]
         over_caches = [
-            p for p in caches if (store.cache_content_bytes(p) or snapshot_max_bytes + 1) > snapshot_max_bytes
+            p
+            for p in store.cache_project_ids()
+            if (store.cache_content_bytes(p) or snapshot_max_bytes + 1) > snapshot_max_bytes
         ]
         if not over_store and not over_caches:
             return result
-        protected = _pending_op_blobs(store)
+        protected = store.pending_op_blobs(_pending_since(store))  # an applying operation's, a pending preview's
         _, running = _snapshot_blobs(store)
         protected |= running
         if over_store:
             for kind, item_id in _cap_candidates(store):
                 if kind == "op":
-                    store.db.execute("UPDATE ops SET evicted=1 WHERE id=?", (item_id,))
+                    store.evict_operation(OpId(item_id))
                     result.evicted_ops.append(item_id)
                 else:
-                    blobs = _column_blobs(
-                        store,
-                        "SELECT before_blob FROM changes WHERE call_id=? AND evicted=0"
-                        " UNION SELECT after_blob FROM changes WHERE call_id=? AND evicted=0",
-                        (item_id, item_id),
-                    )
+                    blobs = store.call_kept_blobs(CallId(item_id))
                     if blobs & protected:
                         continue
-                    store.db.execute("UPDATE changes SET evicted=1 WHERE call_id=?", (item_id,))
-                    store.db.execute("UPDATE calls SET input_enc=NULL WHERE id=?", (item_id,))
+                    store.evict_call(CallId(item_id))
                     if blobs:
                         result.evicted_calls.append(item_id)
                 if kept_bytes(store) <= max_bytes:
@@ -311,37 +230,18 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
-def _schema_problems(store: Store) -> list[str]:
-    """The tables and indexes whose definition is not what this version's migrations make (a damaged schema)."""
-    expected_db = sqlite3.connect(":memory:")
-    try:
-        for statements in MIGRATIONS:
-            for statement in statements:
-                expected_db.execute(statement)
-        expected = {(kind, name): sql for kind, name, sql in expected_db.execute(_SCHEMA_SQL)}
-    finally:
-        expected_db.close()
-    found = {(row[0], row[1]): row[2] for row in store.db.all(_SCHEMA_SQL)}
-    return [
-        f"the definition of {kind} {name} is damaged or missing"
-        for (kind, name), sql in sorted(expected.items())
-        if found.get((kind, name)) != sql
-    ]
-
-
-_SCHEMA_SQL = "SELECT type, name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'"
-
-
 def _database_problems(store: Store) -> list[str]:
     problems: list[str] = []
     for label, check in (
-        ("integrity check", lambda: [row[0] for row in store.db.all("PRAGMA integrity_check") if row[0] != "ok"]),
-        ("schema", lambda: _schema_problems(store)),
+        ("integrity check", store.integrity_problems),
+        (
+            "schema",
+            lambda: [f"the definition of {o.kind} {o.name} is damaged or missing" for o in store.schema_mismatches()],
+        ),
         (
             "references",
             lambda: [
-                f"a row of {table} names a row of {parent} that is not there"
-                for table, parent in sorted({(row[0], row[2]) for row in store.db.all("PRAGMA foreign_key_check")})
+                f"a row of {r.table} names a row of {r.parent} that is not there" for r in store.dangling_references()
             ],
         ),
     ):
@@ -352,7 +252,10 @@ def _database_problems(store: Store) -> list[str]:
     return problems
 
 
-def _damaged_records(store: Store) -> tuple[dict[str, list[str]], list[str]]:
+_Listed = TypeVar("_Listed")
+
+
+def _damaged_records(store: Store) -> tuple[dict[str, list[str]], list[SessionId]]:
     """Read every record the other verbs read, through the store's own readers; what does not read, per session.
 
     Also the ids of every session, to say which are intact.
@@ -365,55 +268,48 @@ def _damaged_records(store: Store) -> tuple[dict[str, list[str]], list[str]]:
         except _READ_FAILURES as exc:
             found.setdefault(owner, []).append(_reason(exc))
 
-    def ids(sql: str, params: tuple[object, ...] = ()) -> list[Any]:
+    def listed(owner: str, lister: Callable[[], list[_Listed]]) -> list[_Listed]:
         try:
-            return [row[0] for row in store.db.all(sql, params)]
+            return lister()
         except StoreError as exc:
-            found.setdefault(STORE_RECORDS, []).append(_reason(exc))
+            found.setdefault(owner, []).append(_reason(exc))
             return []
 
     def project_of(session_id: SessionId) -> object:  # log and undo of a session need its project's root
         return store.project(store.session(session_id).project_id)
 
     read(STORE_RECORDS, store.blobs.has_dictionary)
-    for project_id in ids("SELECT id FROM projects WHERE id NOT IN (SELECT project_id FROM sessions)"):
-        read(STORE_RECORDS, functools.partial(store.project, ProjectId(project_id)))
-    for snapshot_id in ids("SELECT id FROM snapshots"):
+    for project_id in listed(STORE_RECORDS, store.projects_without_sessions):
+        read(STORE_RECORDS, functools.partial(store.project, project_id))
+    for snapshot_id in listed(STORE_RECORDS, store.snapshot_ids):
         read(STORE_RECORDS, functools.partial(store.snapshot, snapshot_id))
-    sessions = ids("SELECT id FROM sessions ORDER BY id")
+    sessions = listed(STORE_RECORDS, store.session_ids)
     for session_id in sessions:
-        sid = SessionId(session_id)
-        read(session_id, functools.partial(store.session, sid))
-        read(session_id, functools.partial(project_of, sid))
-        read(session_id, functools.partial(store.busy_marks, sid))
-        for turn_id in ids("SELECT id FROM turns WHERE session_id=? ORDER BY number", (session_id,)):
+        read(session_id, functools.partial(store.session, session_id))
+        read(session_id, functools.partial(project_of, session_id))
+        read(session_id, functools.partial(store.busy_marks, session_id))
+        for turn_id in listed(STORE_RECORDS, functools.partial(store.turn_ids, session_id)):
             for turn_reader in (store.turn, store.refs_at_turn_start, store.ref_changes):
-                read(session_id, functools.partial(turn_reader, TurnId(turn_id)))
-        for call_id in ids("SELECT id FROM calls WHERE session_id=? ORDER BY rowid", (session_id,)):
-            read(session_id, functools.partial(store.call, CallId(call_id)))
-        for op_id in ids("SELECT id FROM ops WHERE session_id=? ORDER BY id", (session_id,)):
-            read(session_id, functools.partial(store.load_plan, OpId(op_id)))
-        try:
-            notices = store.db.all("SELECT id, body_enc FROM notices WHERE session_id=? ORDER BY id", (session_id,))
-        except StoreError as exc:
-            found.setdefault(session_id, []).append(_reason(exc))
-            notices = []
-        for notice_id, body in notices:
-            read(session_id, functools.partial(store.open_notice, notice_id, body))
+                read(session_id, functools.partial(turn_reader, turn_id))
+        for call_id in listed(STORE_RECORDS, functools.partial(store.call_ids, session_id)):
+            read(session_id, functools.partial(store.call, call_id))
+        for op_id in listed(STORE_RECORDS, functools.partial(store.op_ids, session_id)):
+            read(session_id, functools.partial(store.load_plan, op_id))
+        for notice in listed(session_id, functools.partial(store.sealed_notices, session_id)):
+            read(session_id, functools.partial(store.open_notice, notice.id, notice.body))
     return found, sessions
 
 
 def _missing_blobs(store: Store) -> set[bytes]:
     """Copies that changes and operations name (and the chunks their chunk lists name) but the store lacks."""
-    named = _column_blobs(store, _KEPT_SQL)
-    named |= _children(store, named)
-    present = {bytes(row[0]) for row in store.db.all("SELECT id FROM blobs")}
-    return named - present
+    named = store.kept_blob_ids()
+    named |= store.blobs.chunks_listed(named)
+    return named - store.blobs.ids()
 
 
 def verify(store: Store) -> Damage:
     """Read every record the other verbs rely on, decrypt every copy and check its keyed hash, and run
-    SQLite's checks (integrity, schema, references). Changes nothing.
+    the database's checks (integrity, schema, references). Changes nothing.
 
     On a damaged database each step reports what it could not read and the
     others go on, so what is intact is still named.
@@ -421,8 +317,9 @@ def verify(store: Store) -> Damage:
     problems = _database_problems(store)
     records, sessions = _damaged_records(store)
     damaged: list[bytes] = []
+    blob_ids: Iterable[bytes]
     try:
-        blob_ids = [bytes(row[0]) for row in store.db.all("SELECT id FROM blobs")]
+        blob_ids = store.blobs.ids()
     except StoreError as exc:
         problems.append(f"the copies cannot all be listed: {exc}")
         blob_ids = []
@@ -437,17 +334,14 @@ def verify(store: Store) -> Damage:
     calls: dict[str, list[str]] = {}
     try:
         bad |= _missing_blobs(store)
-        for (blob_id,) in store.db.all("SELECT id FROM blobs WHERE kind=1"):
-            if _children(store, [bytes(blob_id)]) & bad:  # a chunk list with a damaged chunk is damaged
-                bad.add(bytes(blob_id))
-        rows = store.db.all(
-            "SELECT calls.id, calls.session_id, changes.before_blob, changes.after_blob FROM changes"
-            " JOIN calls ON calls.id = changes.call_id WHERE changes.evicted=0"
-        )
+        for blob_id in store.blobs.chunk_list_ids():
+            if store.blobs.chunks_listed([blob_id]) & bad:  # a chunk list with a damaged chunk is damaged
+                bad.add(blob_id)
+        copies = store.kept_change_copies()
     except StoreError as exc:
         problems.append(f"the calls that need damaged copies cannot all be named: {exc}")
-        rows = []
-    for call_id, session_id, before, after in rows:
+        copies = []
+    for call_id, session_id, before, after in copies:
         if (isinstance(before, bytes) and before in bad) or (isinstance(after, bytes) and after in bad):
             session_calls = calls.setdefault(session_id, [])
             if call_id not in session_calls:
@@ -465,20 +359,7 @@ def verify(store: Store) -> Damage:
 
 def delete_session(store: Store, session_id: SessionId) -> None:
     """Delete a session, its turns, calls, changes, operations and notices; its copies go at the gc that follows."""
-    with store.transaction():
-        for table, where in (
-            ("changes", "call_id IN (SELECT id FROM calls WHERE session_id=?)"),
-            ("calls", "session_id=?"),
-            ("ref_changes", "turn_id IN (SELECT id FROM turns WHERE session_id=?)"),
-            ("turns", "session_id=?"),
-            ("op_rows", "op_id IN (SELECT id FROM ops WHERE session_id=?)"),
-            ("ops", "session_id=?"),
-            ("busy_marks", "session_id=?"),
-            ("notices", "session_id=?"),
-            ("must_read", "session_id=?"),
-            ("sessions", "id=?"),
-        ):
-            store.db.execute(f"DELETE FROM {table} WHERE {where}", (session_id,))
+    store.delete_session_records(session_id)
     gc(store)
 
 

@@ -40,6 +40,7 @@ from turnback.model import (
 )
 from turnback.paths import RelPath
 from turnback.store import Store
+from turnback.store.records import OverlappingCall
 
 
 def clauses(*parts: Message) -> Message:
@@ -453,7 +454,7 @@ def select_undo_turns(
     return [pending[-1]]
 
 
-def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[tuple[CallId, str, bool]]:
+def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[OverlappingCall]:
     """The calls a command's change may be: those running while the command ran that ended later (or run still)
     and changed the path too (or whose changes are not known yet).
 
@@ -502,7 +503,7 @@ def _rows_for_turns(
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
     picture = _Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
-    overlaps: dict[int, list[tuple[CallId, str, bool]]] = {}
+    overlaps: dict[int, list[OverlappingCall]] = {}
     late_jobs = {
         call.id: Message("noun_background_job" if call.kind == "job" else "noun_command_past_timeout")
         for turn in turns

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import zstandard
 
@@ -27,6 +28,7 @@ from turnback.errors import BlobCorruptError
 from turnback.model import BlobId
 from turnback.store.crypto import ID_LEN, Crypto
 from turnback.store.db import Database
+from turnback.store.records import StoredBlob, StoredContent
 
 CHUNK_SIZE = 4 << 20
 KIND_DATA = 0
@@ -42,6 +44,11 @@ DICT_LOOK_AGAIN_S = 10.0
 
 def _context(blob_id: bytes, kind: int) -> bytes:
     return b"blob" + blob_id + bytes([kind])
+
+
+class _Opened(NamedTuple):
+    kind: int  # KIND_DATA or KIND_CHUNKS (a dictionary-compressed blob opens as data)
+    plain: bytes
 
 
 class BlobStore:
@@ -67,7 +74,7 @@ class BlobStore:
         self._dict_looked_at = moment
         row = self._db.one("SELECT value FROM meta WHERE key=?", (DICT_META_KEY,))
         if row is not None:
-            raw = self._crypto.open(bytes(row[0]), DICT_META_KEY.encode())
+            raw = self._crypto.open(bytes(row["value"]), DICT_META_KEY.encode())
             dictionary = zstandard.ZstdCompressionDict(raw)
             self._dict_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
             self._dict_decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
@@ -111,9 +118,9 @@ class BlobStore:
 
     def put_bytes(self, data: bytes) -> BlobId:
         """Store *data* (once) and return its content id."""
-        return self.put_chunks([data])[0]
+        return self.put_chunks([data]).blob
 
-    def put_chunks(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+    def put_chunks(self, chunks: Iterable[bytes]) -> StoredContent:
         """Store content given as pieces of any size; return its content id and size.
 
         Call inside a transaction so the content and its chunks land together.
@@ -135,25 +142,25 @@ class BlobStore:
         content_id = BlobId(whole.digest())
         if not chunk_ids:
             self._put(content_id, KIND_DATA, bytes(pending))
-            return content_id, size
+            return StoredContent(content_id, size)
         if pending:
             chunk = bytes(pending)
             chunk_id = self._crypto.content_id(chunk)
             self._put(chunk_id, KIND_DATA, chunk)
             chunk_ids.append(chunk_id)
         self._put(content_id, KIND_CHUNKS, b"".join(chunk_ids), size=size)
-        return content_id, size
+        return StoredContent(content_id, size)
 
     # -- reading ---------------------------------------------------------------------------
 
     def has(self, blob_id: BlobId) -> bool:
         return self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)) is not None
 
-    def _get(self, blob_id: bytes) -> tuple[int, bytes]:
+    def _get(self, blob_id: bytes) -> _Opened:
         row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))
         if row is None:
             raise BlobCorruptError(f"a stored copy is missing (blob {blob_id[:6].hex()})")
-        kind, sealed = row[0], row[1]
+        kind, sealed = row["kind"], row["data"]
         if kind not in (KIND_DATA, KIND_CHUNKS, KIND_DATA_DICT) or not isinstance(sealed, bytes):
             raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})")
         decompressor = self._decompressor
@@ -168,7 +175,7 @@ class BlobStore:
             raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})") from exc
         except zstandard.ZstdError as exc:
             raise BlobCorruptError(f"a stored copy does not decompress (blob {blob_id[:6].hex()})") from exc
-        return (KIND_DATA if kind == KIND_DATA_DICT else kind), plain
+        return _Opened(KIND_DATA if kind == KIND_DATA_DICT else kind, plain)
 
     def iter_content(self, blob_id: BlobId) -> Iterator[bytes]:
         """Yield the content in chunks, each checked against its keyed id.
@@ -211,6 +218,38 @@ class BlobStore:
         except BlobCorruptError:
             return False
         return True
+
+    # -- what gc and verify ask -----------------------------------------------------------------
+
+    def stored(self) -> list[StoredBlob]:
+        """Every blob, with the bytes it takes in the store."""
+        return [StoredBlob(bytes(row["id"]), row["stored"]) for row in self._db.all("SELECT id, stored FROM blobs")]
+
+    def ids(self) -> set[bytes]:
+        return {bytes(row["id"]) for row in self._db.all("SELECT id FROM blobs")}
+
+    def chunk_list_ids(self) -> list[bytes]:
+        """The blobs that list the chunks of a content too large for one blob."""
+        return [bytes(row["id"]) for row in self._db.all("SELECT id FROM blobs WHERE kind=?", (KIND_CHUNKS,))]
+
+    def chunks_listed(self, blob_ids: Iterable[bytes]) -> set[bytes]:
+        """The chunks that the chunk-list blobs among *blob_ids* name (their content lives there); a list that
+        does not open names none."""
+        found: set[bytes] = set()
+        for blob_id in blob_ids:
+            row = self._db.one("SELECT kind FROM blobs WHERE id=?", (blob_id,))
+            if row is None or row["kind"] != KIND_CHUNKS:
+                continue
+            try:
+                listing = self._get(blob_id).plain
+            except BlobCorruptError:
+                continue
+            found.update(listing[i : i + ID_LEN] for i in range(0, len(listing), ID_LEN))
+        return found
+
+    def delete(self, blob_id: bytes) -> None:
+        """Delete a blob nothing needs (gc decides which)."""
+        self._db.execute("DELETE FROM blobs WHERE id=?", (blob_id,))
 
 
 __all__ = ["CHUNK_SIZE", "BlobStore"]

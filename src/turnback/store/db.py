@@ -71,6 +71,7 @@ class Database:
                 )
             else:
                 self._conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+            self._conn.row_factory = sqlite3.Row  # every reader names the columns it reads
             self._conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             if not read_only:
                 self._conn.execute("PRAGMA journal_mode=WAL")
@@ -146,17 +147,19 @@ class Database:
         except sqlite3.Error as exc:
             raise _map_error(exc, self.read_only_reason) from exc
 
-    def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+    def one(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Row | None:
         cursor = self.execute(sql, params)
         try:  # SQLite reads most pages while stepping, not when the statement starts: damage shows up here
-            return cursor.fetchone()
+            row: sqlite3.Row | None = cursor.fetchone()
+            return row
         except sqlite3.Error as exc:
             raise _map_error(exc, self.read_only_reason) from exc
 
-    def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+    def all(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[sqlite3.Row]:
         cursor = self.execute(sql, params)
         try:
-            return cursor.fetchall()
+            rows: list[sqlite3.Row] = cursor.fetchall()
+            return rows
         except sqlite3.Error as exc:
             raise _map_error(exc, self.read_only_reason) from exc
 
@@ -165,7 +168,7 @@ class Database:
         if not has_meta:
             return 0
         row = self.one("SELECT value FROM meta WHERE key='schema_version'")
-        return int(row[0]) if row else 0
+        return int(row["value"]) if row else 0
 
     def migrate(self) -> None:
         """Bring the schema up to this version of turnback (call inside ``transaction()``)."""

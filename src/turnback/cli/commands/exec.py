@@ -18,7 +18,7 @@ import errno
 import sys
 
 import turnback
-from turnback import short_id
+from turnback import boundary, short_id
 from turnback.cli import _common
 from turnback.engine import CommandNotStarted
 from turnback.render import data
@@ -71,11 +71,11 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     except CommandNotStarted as error:
         code = EXIT_NOT_FOUND if error.errno == errno.ENOENT else EXIT_CANNOT_RUN
         out.note(f"turnback: {error}")
-        out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": code}})
+        out.json(boundary.refusal_data(error, code))
         return code
     except turnback.TurnbackError as error:
         out.note(f"turnback: {error}")
-        out.json({"error": {"type": type(error).__name__, "message": str(error), "exit": EXIT_TURNBACK_FAILED}})
+        out.json(boundary.refusal_data(error, EXIT_TURNBACK_FAILED))
         return EXIT_TURNBACK_FAILED
     if result.timed_out:
         out.note(

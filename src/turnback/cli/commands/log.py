@@ -16,6 +16,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     session = ctx.session(with_turns=True)
+    engine.mark_interrupted(session.id)
     turns = engine.log(session.id)
     session = engine.session(session.id)
     active = {turn.id for turn in engine.active_line(session.id)}

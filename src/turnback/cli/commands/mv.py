@@ -1,4 +1,5 @@
-"""``turnback mv --session S SRC DST``: move a file or link inside the project."""
+"""``turnback mv --session S SRC DST``: move a file, link or folder inside the project (a folder moves as a
+command whose change the scans record)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ from turnback.cli import _common
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
-    parser = sub.add_parser("mv", parents=[common], help="move a file or link (replacing DST), keeping both states")
+    parser = sub.add_parser(
+        "mv", parents=[common], help="move a file, link or folder (replacing a file at DST), keeping both states"
+    )
     _common.add_session_option(parser)
-    parser.add_argument("src", help="the file to move")
+    parser.add_argument("src", help="the file, link or folder to move")
     parser.add_argument("dst", help="its new path (a file there is replaced, and kept)")
     _common.add_uncovered_option(parser)
 

@@ -13,7 +13,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
-    notices = ctx.engine.notices(ctx.session().id)
+    notices = ctx.engine.take_notices(ctx.session().id)
     ctx.out.lines([text for _, text in notices])
     ctx.out.json({"notices": [{"path": path, "text": text} for path, text in notices]})
     return 0

@@ -17,7 +17,9 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
-    status = engine.status(ctx.session(with_turns=True).id)
+    session_id = ctx.session(with_turns=True).id
+    engine.catch_up(session_id)
+    status = engine.status(session_id)
     head = f"turn {status.head.number} ({short_id(status.head.id)})" if status.head else "the start (no turn yet)"
     out.line(f"session {short_id(status.session.id)}  head: {head}")
     for turn in status.running:

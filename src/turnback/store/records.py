@@ -1,0 +1,162 @@
+"""The named values the store hands back beyond the model's own records (every backend returns these).
+
+Each is a ``NamedTuple``, so a caller may read it by field name or unpack it
+as before; no store method returns a bare tuple.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, NamedTuple
+
+from turnback.model import BlobId, Call, CallId, OpId, Project, ProjectId, SessionId, Turn, TurnId
+
+IdTable = Literal["sessions", "turns", "calls", "ops"]  # the records a user names by an id, or its start
+
+
+class RegisteredProject(NamedTuple):
+    project: Project
+    new: bool  # registered by this call
+
+
+class RunningTurn(NamedTuple):
+    turn: Turn
+    holder_start: int | None  # the start time of the process holding the turn
+
+
+class CallProcesses(NamedTuple):
+    """A command call's process and the process that records its end, each with its start time."""
+
+    pid: int | None
+    pid_start: int | None
+    watcher_pid: int | None
+    watcher_start: int | None
+
+
+class RunningCommand(NamedTuple):
+    call: Call
+    pid_start: int | None
+    watcher_pid: int | None
+    watcher_start: int | None
+
+
+class CallSnapshots(NamedTuple):
+    snapshot_id: str | None  # what the command's outside paths held before it ran
+    baseline_id: str | None  # the stat cache it started from
+
+
+class OverlappingCall(NamedTuple):
+    call_id: CallId
+    kind: str
+    running: bool
+
+
+class OperationSummary(NamedTuple):
+    id: OpId
+    kind: str
+    status: str
+    reverses: str | None
+    taken_back_by: str | None
+
+
+class BusyMark(NamedTuple):
+    id: str
+    reason: str
+    pid: int | None
+    pid_start: int | None
+
+
+class Notice(NamedTuple):
+    path: str
+    text: str
+
+
+class SealedNotice(NamedTuple):
+    """A notice's row as stored, for :meth:`open_notice` (``verify`` opens each on its own)."""
+
+    id: int
+    body: bytes
+
+
+class CachedSnapshot(NamedTuple):
+    id: str
+    data: bytes
+    watch_token: str | None  # the watcher's token the scan was taken at, if a watcher answered
+    content_bytes: int | None  # what its copies hold (None: not counted when it was saved)
+
+
+class SnapshotRecord(NamedTuple):
+    id: str
+    purpose: str  # "cache" or "call"
+    project_id: ProjectId
+
+
+class StoredContent(NamedTuple):
+    blob: BlobId
+    size: int
+
+
+class StoredBlob(NamedTuple):
+    id: bytes
+    stored: int  # bytes it takes in the store (sealed and compressed)
+
+
+class FreeSpace(NamedTuple):
+    """Room inside the database file that deleted records left (what a compaction would give back)."""
+
+    free_bytes: int
+    total_bytes: int
+
+
+class EvictableCall(NamedTuple):
+    started_at: int
+    id: CallId
+    turn_id: TurnId
+
+
+class EvictableOperation(NamedTuple):
+    created_at: int
+    id: OpId
+
+
+class ChangeCopies(NamedTuple):
+    """The copies one change not evicted needs, with the call and session it belongs to."""
+
+    call_id: CallId
+    session_id: SessionId
+    before_blob: bytes | None
+    after_blob: bytes | None
+
+
+class SchemaObject(NamedTuple):
+    kind: str  # "table", "index", ...
+    name: str
+
+
+class DanglingReference(NamedTuple):
+    table: str  # a row of this table
+    parent: str  # names a row of this table that is not there
+
+
+__all__ = [
+    "BusyMark",
+    "CachedSnapshot",
+    "CallProcesses",
+    "CallSnapshots",
+    "ChangeCopies",
+    "DanglingReference",
+    "EvictableCall",
+    "EvictableOperation",
+    "FreeSpace",
+    "IdTable",
+    "Notice",
+    "OperationSummary",
+    "OverlappingCall",
+    "RegisteredProject",
+    "RunningCommand",
+    "RunningTurn",
+    "SchemaObject",
+    "SealedNotice",
+    "SnapshotRecord",
+    "StoredBlob",
+    "StoredContent",
+]

@@ -1,0 +1,186 @@
+"""What every query class of the SQLite store shares: the connection, the keys, sealing, and row checks."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from collections.abc import Callable
+from typing import Any, get_args
+
+from turnback.errors import BlobCorruptError, RecordDamagedError
+from turnback.model import (
+    BlobId,
+    CallKind,
+    CallStatus,
+    FileState,
+    IdSource,
+    OpKind,
+    OpStatus,
+    RowAction,
+    RowStatus,
+    StateKind,
+    TurnStatus,
+    UndoState,
+    short_id,
+)
+from turnback.store.blobs import BlobStore
+from turnback.store.crypto import ID_LEN, Crypto
+from turnback.store.db import Database
+
+OUTSIDE_SCOPE = "outside"  # the path-id scope of files outside any project (absolute paths)
+TRASH_DIR = "trash"
+LOCKS_DIR = "locks"
+LOG_NAME = "turnback.log"
+
+# What a sealed value's associated data names: its table's owner (and the item in it), for messages.
+_SEALED_OWNERS = {
+    "projects": ("project", None),
+    "sessions": ("session", None),
+    "turns": ("turn", None),
+    "calls": ("call", None),
+    "changes": ("call", "change"),
+    "ops": ("operation", None),
+    "op_rows": ("operation", "row"),
+    "ref_changes": ("turn", "git ref change"),
+    "busy_marks": ("busy mark", None),
+    "notices": ("notice", None),
+    "snapshots": ("snapshot", None),
+}
+
+
+def sealed_where(context: str) -> str:
+    """``changes.path:CALL:SEQ`` as "the path of change SEQ of call CALL": where a sealed value belongs."""
+    name, _, ids = context.partition(":")
+    table, _, column = name.partition(".")
+    owner, item = _SEALED_OWNERS.get(table, (table, None))
+    first, _, seq = ids.partition(":")
+    where = f"{owner} {short_id(first)}"
+    if item:
+        where = f"{item} {seq} of {where}"
+    return f"the {column.replace('_', ' ')} of {where}" if column else where
+
+
+def checked_choice(value: Any, allowed: tuple[str, ...], what: str) -> Any:
+    """*value* when it is one of *allowed*; else the record holding it is damaged (a flipped byte, a bad page)."""
+    if value not in allowed:
+        raise RecordDamagedError(what)
+    return value
+
+
+def checked_int(value: Any, what: str, *, optional: bool = True) -> Any:
+    if (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise RecordDamagedError(what)
+
+
+def checked_blob_id(value: Any, what: str) -> BlobId | None:
+    if value is None:
+        return None
+    if not isinstance(value, bytes) or len(value) != ID_LEN:
+        raise RecordDamagedError(what)
+    return BlobId(value)
+
+
+STATE_KINDS: tuple[str, ...] = get_args(StateKind)
+CALL_STATUSES: tuple[str, ...] = get_args(CallStatus)
+CALL_KINDS: tuple[str, ...] = get_args(CallKind)
+TURN_STATUSES: tuple[str, ...] = get_args(TurnStatus)
+UNDO_STATES: tuple[str, ...] = get_args(UndoState)
+ROW_ACTIONS: tuple[str, ...] = get_args(RowAction)
+ROW_STATUSES: tuple[str, ...] = get_args(RowStatus)
+OP_KINDS: tuple[str, ...] = get_args(OpKind)
+OP_STATUSES: tuple[str, ...] = get_args(OpStatus)
+
+
+def state_columns(state: FileState | None) -> tuple[Any, ...]:
+    """A state's plain columns (kind, blob, size, mode); its link target is sealed on its own."""
+    if state is None:
+        return (None, None, None, None)
+    return (state.kind, state.blob, state.size, state.mode)
+
+
+class SqliteRecords:
+    """An open SQLite store's connection, keys and clock; the query classes build on it."""
+
+    def __init__(
+        self,
+        home: str,
+        db: Database,
+        crypto: Crypto,
+        *,
+        clock: Callable[[], int] = time.time_ns,
+        ids: IdSource | None = None,
+    ):
+        self.home = home
+        self.db = db
+        self.crypto = crypto
+        self.blobs = BlobStore(db, crypto)
+        # The TURNBACK_KEY-style secret the store was opened with, if any: turnback's own detached helpers
+        # (a job runner, a watcher) are given it, as they would find it in the environment.
+        self.key_secret: str | None = None
+        self.clock = clock
+        self.ids = ids or IdSource()
+        self.reserve_used = False  # the disk was full and the space set aside was freed to go on
+
+    def close(self) -> None:
+        self.db.close()
+
+    def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
+        return self.db.transaction(durable=durable)
+
+    def truncate_log(self) -> None:
+        """After a large write: give the disk back what the write-ahead log grew to."""
+        self.db.truncate_log()
+
+    @property
+    def trash_root(self) -> str:
+        return os.path.join(self.home, TRASH_DIR)
+
+    @property
+    def locks_dir(self) -> str:
+        return os.path.join(self.home, LOCKS_DIR)
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.home, LOG_NAME)
+
+    def new_id(self) -> str:
+        return self.ids.new()
+
+    def now(self) -> int:
+        return self.clock()
+
+    # -- sealing ---------------------------------------------------------------------------
+
+    def _seal(self, text: str | None, context: str) -> bytes | None:
+        return self.crypto.seal_text(text, context)
+
+    def _seal_json(self, value: Any, context: str) -> bytes:
+        return self.crypto.seal(json.dumps(value).encode("utf-8", "surrogateescape"), context.encode())
+
+    def _open(self, sealed: bytes | None, context: str) -> str | None:
+        if sealed is None:
+            return None
+        return self._open_bytes(sealed, context).decode("utf-8", "surrogateescape")
+
+    def _open_bytes(self, sealed: bytes, context: str) -> bytes:
+        """Open a sealed column value; a damaged one (or one moved from another row) says which record it is."""
+        if not isinstance(sealed, bytes):
+            raise RecordDamagedError(sealed_where(context))
+        try:
+            return self.crypto.open(sealed, context.encode("utf-8", "surrogateescape"))
+        except BlobCorruptError as exc:
+            raise RecordDamagedError(sealed_where(context)) from exc
+
+    def _open_json(self, sealed: bytes, context: str) -> Any:
+        return json.loads(self._open_bytes(sealed, context).decode("utf-8", "surrogateescape"))
+
+    def path_id(self, scope: str, path: str) -> bytes:
+        """The keyed id of *path* in *scope*: a project id, or ``OUTSIDE_SCOPE`` for an absolute outside path."""
+        return self.crypto.path_id(scope, path)
+
+    def _scoped_path_id(self, project_id: str, path: str, *, outside: bool) -> bytes:
+        return self.path_id(OUTSIDE_SCOPE if outside else project_id, path)

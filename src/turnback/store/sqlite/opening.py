@@ -1,0 +1,272 @@
+"""Opening a store folder: the database, the key, a damaged or read-only database, the disk's reserve.
+
+Nothing here reads the records; the query classes do, once the store is open.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import time
+from collections.abc import Callable
+from typing import NamedTuple, Self
+
+from turnback.errors import StoreError
+from turnback.fsio import ensure_private_dir
+from turnback.model import IdSource
+from turnback.store import keys
+from turnback.store.crypto import Crypto, Keys
+from turnback.store.db import DAMAGED_READ_ONLY, Database
+from turnback.store.schema import SCHEMA_VERSION
+from turnback.store.sqlite.base import TRASH_DIR, SqliteRecords
+
+DB_NAME = "turnback.db"
+_README = """This folder is turnback's store: an encrypted database of the earlier
+content of files that AI agents changed, and the trash of undo operations.
+Do not edit it by hand. `turnback verify` checks it; `turnback gc` compacts it.
+trash/ holds plain copies of files that undo operations displaced.
+"""
+
+RESERVE_NAME = "reserve"
+RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
+RESERVE_FULL = (
+    "the disk holding the store is full: turnback used the space it keeps aside for this; "
+    "free some space there (turnback gc reclaims copies nothing needs)"
+)
+
+
+def _disk_full(home: str) -> bool:
+    try:
+        st = os.statvfs(home)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < RESERVE_BYTES
+
+
+def _keep_reserve(home: str) -> None:
+    """Set aside ``RESERVE_BYTES`` in the store folder while the disk has plenty, so a full disk can still
+    end a turn (:meth:`StoreOpening.use_reserve`). Best effort: without room, nothing is set aside."""
+    path = os.path.join(home, RESERVE_NAME)
+    if os.path.lexists(path):
+        return
+    try:
+        st = os.statvfs(home)
+        if st.f_bavail * st.f_frsize < 4 * RESERVE_BYTES:
+            return
+        temp = f"{path}.{os.getpid()}.tmp"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            block = bytes(1 << 20)
+            for _ in range(RESERVE_BYTES >> 20):
+                os.write(fd, block)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(temp, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(f"{path}.{os.getpid()}.tmp")
+
+
+def _release_reserve(home: str) -> bool:
+    """Delete the space set aside; whether there was any to free."""
+    try:
+        os.unlink(os.path.join(home, RESERVE_NAME))
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def _damaged(error: StoreError) -> bool:
+    """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
+    text = str(error)
+    return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
+
+
+def _size(path: str) -> int | None:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return None
+
+
+def _refuse_emptied_database(home: str) -> None:
+    """A store made before (it has its README) whose database is now empty lost it: never start afresh over it."""
+    db_path = os.path.join(home, DB_NAME)
+    made_before = os.path.isfile(os.path.join(home, "README.txt"))
+    if _size(db_path) == 0 and made_before and not _size(db_path + "-wal"):
+        raise StoreError(
+            f"the database of the store at {home} is empty (truncated?): turnback will not start a new store over it. "
+            f"Nothing was changed; the plain copies in {os.path.join(home, TRASH_DIR)} are intact. "
+            "Restore the database from a backup, or move the folder away to start afresh"
+        )
+
+
+def _read_only_reason(home: str) -> str | None:
+    """Why the store in *home* can only be read (a read-only mount, a folder or database it may not write);
+    None when it can be written, or has no database yet."""
+    db_path = os.path.join(home, DB_NAME)
+    if not os.path.isfile(db_path):
+        return None
+    if os.access(home, os.W_OK) and os.access(db_path, os.W_OK):
+        return None
+    if os.statvfs(home).f_flag & os.ST_RDONLY:
+        why = "it is on a read-only file system"
+    else:
+        why = "its folder or its database may not be written"
+    return (
+        f"the store at {home} is read-only ({why}): log, show, diff and verify work; "
+        "this command needs to write to it, so nothing was done"
+    )
+
+
+class _Opened(NamedTuple):
+    db: Database
+    crypto: Crypto
+
+
+def _meta(db: Database) -> dict[str, bytes]:
+    return {row["key"]: bytes(row["value"]) for row in db.all("SELECT key, value FROM meta")}
+
+
+def _existing_crypto(home: str, meta: dict[str, bytes], key_secret: str | None) -> Crypto:
+    """The keys of a store set up before, checked against the value sealed when it was made."""
+    master = keys.master_for_existing_store(
+        home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
+    )
+    crypto = Crypto(Keys.from_master(master))
+    crypto.verify_key_check(meta["key_check"])
+    return crypto
+
+
+def _open_read_only(home: str, reason: str, key_secret: str | None) -> _Opened:
+    """The database opened for reading only; a write then fails with *reason*."""
+    db = Database(os.path.join(home, DB_NAME), read_only=True, read_only_reason=reason)
+    try:
+        crypto = _existing_crypto(home, _meta(db), key_secret)
+    except KeyError as exc:
+        db.close()
+        raise StoreError(f"the store at {home} lacks its key record ({exc})") from exc
+    except BaseException:
+        db.close()
+        raise
+    return _Opened(db, crypto)
+
+
+def _open_writable(home: str, key_secret: str | None, *, try_keyring: bool) -> _Opened:
+    db = Database(os.path.join(home, DB_NAME))
+    try:
+        # A store set up by this version is only read here: a process holding the write lock (a long write,
+        # or one stopped mid-way) must not keep every other command from opening the store.
+        ready = db.schema_version() == SCHEMA_VERSION and db.one("SELECT 1 FROM meta WHERE key='key_check'")
+        with contextlib.nullcontext() if ready else db.transaction():
+            db.migrate()
+            meta = _meta(db)
+            if "key_check" in meta:
+                return _Opened(db, _existing_crypto(home, meta, key_secret))
+            store_id = IdSource().new()
+            salt = os.urandom(16)
+            master, source = keys.master_for_new_store(home, salt, store_id, key_secret, try_keyring=try_keyring)
+            crypto = Crypto(Keys.from_master(master))
+            db.executemany(
+                "INSERT INTO meta(key, value) VALUES(?, ?)",
+                [
+                    ("store_id", store_id.encode()),
+                    ("salt", salt),
+                    ("key_source", source.encode()),
+                    ("key_check", crypto.make_key_check()),
+                ],
+            )
+            readme = os.path.join(home, "README.txt")
+            if not os.path.lexists(readme):
+                with open(readme, "w", encoding="utf-8") as handle:
+                    handle.write(_README)
+            return _Opened(db, crypto)
+    except BaseException:
+        db.close()
+        raise
+
+
+class StoreOpening(SqliteRecords):
+    """Opening and closing a store folder, and the space it keeps aside on its disk."""
+
+    @classmethod
+    def open(
+        cls,
+        home: str,
+        *,
+        key_secret: str | None = None,
+        try_keyring: bool = True,
+        clock: Callable[[], int] = time.time_ns,
+        ids: IdSource | None = None,
+    ) -> Self:
+        """Open the store in *home*, creating it (folder, database, key) on first use.
+
+        A damaged database that SQLite can still read is opened read-only, so
+        ``verify`` can say what is damaged and what is intact still reverts
+        by hand; nothing is ever deleted or rebuilt over it.
+        """
+        home = os.path.abspath(home)
+        ensure_private_dir(home)
+        _refuse_emptied_database(home)
+        made = functools.partial(cls._made, home, key_secret=key_secret, clock=clock, ids=ids)
+        read_only = _read_only_reason(home)
+        if read_only is not None:
+            return made(_open_read_only(home, read_only, key_secret))
+        try:
+            try:
+                opened = _open_writable(home, key_secret, try_keyring=try_keyring)
+                released = False
+            except StoreError:
+                # SQLite cannot even open its shared memory on a full disk: free the reserve and try once more.
+                if not (_disk_full(home) and _release_reserve(home)):
+                    raise
+                opened = _open_writable(home, key_secret, try_keyring=try_keyring)
+                released = True
+            if not released:
+                _keep_reserve(home)
+            return made(opened, released=released)
+        except StoreError as exc:
+            if not _damaged(exc) or not os.path.isfile(os.path.join(home, DB_NAME)):
+                raise
+            unreadable = StoreError(
+                f"the store at {home} is damaged and cannot be read ({str(exc).split(': ', 1)[-1]}); "
+                f"nothing was changed or deleted, and the plain copies in {os.path.join(home, TRASH_DIR)} are intact"
+            )
+            try:
+                return made(_open_read_only(home, DAMAGED_READ_ONLY, key_secret))
+            except StoreError as again:
+                raise unreadable from again
+
+    @classmethod
+    def _made(
+        cls,
+        home: str,
+        opened: _Opened,
+        *,
+        key_secret: str | None,
+        clock: Callable[[], int],
+        ids: IdSource | None,
+        released: bool = False,
+    ) -> Self:
+        store = cls(home, opened.db, opened.crypto, clock=clock, ids=ids)
+        store.key_secret = key_secret
+        store.reserve_used = released
+        return store
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def use_reserve(self) -> bool:
+        """On a full disk, free the space set aside (so a turn can still end); whether there was any."""
+        if not _disk_full(self.home) or not _release_reserve(self.home):
+            return False
+        self.reserve_used = True
+        return True
+
+
+__all__ = ["DB_NAME", "RESERVE_FULL", "StoreOpening"]
