@@ -5,15 +5,20 @@ Paths are POSIX paths relative to the project root; ids are full ids.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from turnback.catalog import Message, word
 from turnback.model import Call, Change, OpResult, Plan, PlanRow, Project, Session, Turn, TurnSummary
-from turnback.render.text import result_message
+from turnback.render.text import ChangeNotes, result_message
 
 
-def change_items(call: Call) -> list[dict[str, Any]]:
-    """``[{"path", "kind"}]`` for a call; a move shows as one ``moved`` item with ``from``."""
+def change_items(call: Call, note_of: Callable[[Change], Message | None] | None = None) -> list[dict[str, Any]]:
+    """``[{"path", "kind"}]`` for a call; a move shows as one ``moved`` item with ``from``.
+
+    *note_of*: whose a change may be when another call ran meanwhile; such an item has ``"may_be"``, the note's
+    code, params and message (an undo holds it unless ``--force``).
+    """
     changes: list[Change] = list(call.changes)
     items: list[dict[str, Any]] = []
     source: Change | None = None
@@ -31,22 +36,26 @@ def change_items(call: Call) -> list[dict[str, Any]]:
         ):
             items.append({"path": change.path, "kind": "moved", "from": source.path})
             continue
-        items.append({"path": change.path, "kind": change.kind})
+        item: dict[str, Any] = {"path": change.path, "kind": change.kind}
+        note = note_of(change) if note_of is not None else None
+        if note is not None:
+            item["may_be"] = message_data(note)
+        items.append(item)
     return items
 
 
-def call_data(call: Call) -> dict[str, Any]:
+def call_data(call: Call, note_of: Callable[[Change], Message | None] | None = None) -> dict[str, Any]:
     return {
         "id": call.id,
         "tool": call.tool,
         "status": call.status,
         "cut_short": call.cut_short,
         "revertible": any(not c.reverted and not c.evicted for c in call.changes),
-        "changes": change_items(call),
+        "changes": change_items(call, note_of),
     }
 
 
-def turn_data(turn: Turn) -> dict[str, Any]:
+def turn_data(turn: Turn, notes: ChangeNotes | None = None) -> dict[str, Any]:
     return {
         "id": turn.id,
         "number": turn.number,
@@ -56,7 +65,7 @@ def turn_data(turn: Turn) -> dict[str, Any]:
         # Two booleans, one type each: "undone" is true for a turn taken back wholly or in part.
         "undone": turn.undone != "no",
         "partly_undone": turn.undone == "partly",
-        "calls": [call_data(call) for call in turn.calls],
+        "calls": [call_data(call, notes(call) if notes is not None else None) for call in turn.calls],
     }
 
 

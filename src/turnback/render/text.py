@@ -312,7 +312,22 @@ def _turn_marks(turn: Turn, *, head: str | None, active: Collection[str], resent
     return marks
 
 
-def _turn_body(turn: Turn, load: Load) -> list[str]:
+ChangeNotes = Callable[[Call], Callable[[Change], "Message | None"]]
+"""Per call, whose each of its changes may be (another call, of any session, ran meanwhile), if anyone's."""
+
+
+def _noted_paths(turn: Turn, notes: ChangeNotes | None) -> dict[str, Message]:
+    noted: dict[str, Message] = {}
+    for call in turn.calls if notes is not None else ():
+        note_of = notes(call) if notes is not None else None
+        for change in call.changes:
+            note = note_of(change) if note_of is not None else None
+            if note is not None:
+                noted.setdefault(change.path, note)
+    return noted
+
+
+def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list[str]:
     lines = []
     for call in turn.calls:
         status = ""
@@ -326,6 +341,7 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
             # A call taken back on its own (a revert); an undone turn's calls are all taken back, said once.
             status += say("call_status_reverted", label=Message("label_reverted"))
         lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
+    noted = _noted_paths(turn, notes)
     for change in net_changes(turn.calls, load):
         if change.after.kind == "dir" or change.before.kind == "dir":
             continue
@@ -333,7 +349,9 @@ def _turn_body(turn: Turn, load: Load) -> list[str]:
         shown = shown_path(change.path, outside=change.outside)
         if change.not_covered:
             counts = say("not_covered_cannot_undo", why=change.not_covered)
-        lines.append(f"    {change_kind(change.kind)} {shown}{counts}")
+        line = f"    {change_kind(change.kind)} {shown}{counts}"
+        note = noted.get(change.path)
+        lines.append(in_parentheses(line, note) if note is not None else line)
     return lines
 
 
@@ -344,8 +362,11 @@ def log_lines(
     head: str | None = None,
     active: Collection[str] = (),
     resent: Collection[str] = (),
+    notes: ChangeNotes | None = None,
 ) -> list[str]:
     """The session's history tree, newest first, drawn like ``git log --graph``, with calls and changes.
+
+    *notes*: whose a change may be, when another call (of any session) ran meanwhile; said on its file's line.
 
     Each branch is a lane; a turn with two children (the active line and an
     abandoned branch after a rollback) joins its lanes with ``|/``.
@@ -378,7 +399,7 @@ def log_lines(
         )
         lanes[column] = turn.parent
         below = "".join("  " if lanes[i] is None else "| " for i in range(len(lanes)))
-        lines.extend((below + line).rstrip() for line in _turn_body(turn, load))
+        lines.extend((below + line).rstrip() for line in _turn_body(turn, load, notes))
         if turn.parent is None:
             del lanes[column]
     return lines
@@ -386,6 +407,7 @@ def log_lines(
 
 __all__ = [
     "ACTION_WIDTH",
+    "ChangeNotes",
     "IGNORED",
     "action_label",
     "action_name",
