@@ -43,7 +43,7 @@ from turnback.ops.reasons import (
     clauses,
     overlap_note,
 )
-from turnback.ops.rows import Picture, Row, acting, finish_rows, merge_chains, ref_rows, row_for_change, tree_path
+from turnback.ops.rows import Picture, Row, acting, finish_rows, merge_chains, ref_rows, row_for_change
 from turnback.paths import RelPath
 from turnback.store import Store
 from turnback.store.records import OverlappingCall
