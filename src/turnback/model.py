@@ -271,6 +271,14 @@ RowAction = Literal["restore", "trash", "skip", "not covered", "ref", "mark"]
 RowStatus = Literal["pending", "done", "skipped", "failed"]
 OpKind = Literal["undo", "revert", "rollback", "resend", "redo"]
 OpStatus = Literal["planned", "applying", "done"]
+OP_NOUNS: dict[OpKind, Message] = {
+    "undo": Message("op_undo"),
+    "revert": Message("op_revert"),
+    "rollback": Message("op_rollback"),
+    "resend": Message("op_resend"),
+    "redo": Message("op_redo"),
+}
+"""Each kind of operation named in a sentence (``take back the undo 0a1b…``)."""
 
 
 class PlanRow(NamedTuple):
@@ -369,6 +377,7 @@ class TurnSummary(NamedTuple):
 
 __all__ = [
     "ABSENT",
+    "OP_NOUNS",
     "PERMISSION_BITS",
     "SHORT_ID_LEN",
     "SPECIAL_BITS",

@@ -41,7 +41,8 @@ from turnback.errors import BlobCorruptError, NothingToDoError, RefusedError, Tu
 from turnback.fsio import Tree, ensure_private_dir
 from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId, short_id
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
-from turnback.ops.plan import clauses, tree_path, with_flag_command
+from turnback.ops.rows import tree_path
+from turnback.ops.reasons import clauses, with_flag_command
 from turnback.paths import RelPath
 from turnback.store import Store
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from turnback.catalog import Message, say, word
-from turnback.model import BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
+from turnback.model import OP_NOUNS, BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
 from turnback.render.summary import call_title, net_changes, shown_path
 from turnback.render.terminal import pad, quote
@@ -189,13 +189,6 @@ _RESULT_VERBS = {
     "resend": Message("op_reverted"),
     "redo": Message("op_redone"),
 }
-_OP_NOUNS = {
-    "undo": Message("op_undo"),
-    "revert": Message("op_revert"),
-    "rollback": Message("op_rollback"),
-    "resend": Message("op_resend"),
-    "redo": Message("op_redo"),
-}
 
 
 def result_message(result: OpResult) -> Message:
@@ -230,7 +223,7 @@ def result_message(result: OpResult) -> Message:
         return line
     if plan.kind == "resend":
         return Message("no_file_reverted")
-    return Message("op_changed_nothing", what=_OP_NOUNS[plan.kind])
+    return Message("op_changed_nothing", what=OP_NOUNS[plan.kind])
 
 
 def result_lines(result: OpResult) -> list[str]:
@@ -238,7 +231,7 @@ def result_lines(result: OpResult) -> list[str]:
     plan = result.plan
     lines = []
     if result.resumed:
-        lines.append(say("finished_interrupted", what=_OP_NOUNS[plan.kind], op=short_id(plan.id)))
+        lines.append(say("finished_interrupted", what=OP_NOUNS[plan.kind], op=short_id(plan.id)))
     lines.append(word(result_message(result)))
     for row in plan.rows:
         if row.status in ("skipped", "failed"):
@@ -258,7 +251,7 @@ def action_name(plan: Plan) -> Message:
     """What confirming *plan* does, by the product's labels: a revert is ``Revert`` or ``Delete`` (it only
     removes what the call made), ``Restore Anyway`` or ``Delete Anyway`` with ``--anyway``; else its kind."""
     if plan.kind != "revert":
-        return _OP_NOUNS[plan.kind]
+        return OP_NOUNS[plan.kind]
     acting = [row for row in plan.rows if row.action in ("restore", "trash")]
     deletes = bool(acting) and all(row.action == "trash" for row in acting)
     if plan.force and any(row.conflict for row in acting):
@@ -279,7 +272,7 @@ def force_only_line(plan: Plan) -> str:
     )
     return say(
         "force_only_changed_nothing",
-        what=_OP_NOUNS[plan.kind],
+        what=OP_NOUNS[plan.kind],
         count=len(plan.force_only_rows),
         flag=flag,
         command=command,
@@ -407,8 +400,8 @@ def log_lines(
 
 __all__ = [
     "ACTION_WIDTH",
-    "ChangeNotes",
     "IGNORED",
+    "ChangeNotes",
     "action_label",
     "action_name",
     "call_lines",

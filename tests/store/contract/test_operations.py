@@ -22,10 +22,12 @@ def _plan(backend: StoreBackend, session: Session, turn: Turn, **fields: object)
             2,
             "skip",
             RelPath("conflict.txt"),
-            reason=Message("plain", text="changed after the turn"),
+            reason=Message(
+                "clauses", parts=(Message("changed_after_turn"), Message("flag_overwrites_it", flag="--force"))
+            ),
             force_only=True,
             conflict=True,
-            warnings=(Message("plain", text="a service may still use it"),),
+            warnings=(Message("setuid_not_restored"),),
         ),
         PlanRow(3, "ref", RelPath("refs/heads/main"), ref=RefUpdate("refs/heads/main", "bbb", "aaa")),
         PlanRow(4, "restore", RelPath("/etc/outside.conf"), target=target, outside=True, unmark=True),
@@ -37,13 +39,13 @@ def _plan(backend: StoreBackend, session: Session, turn: Turn, **fields: object)
         "project_id": session.project_id,
         "rows": rows,
         "sections": (
-            PlanSection(turn.id, Message("plain", text="turn 1")),
-            PlanSection(None, Message("plain", text="outside the project")),
+            PlanSection(turn.id, Message("section_undo_turn", turn="0a1b", title="fix the parser")),
+            PlanSection(None, Message("section_roll_back_to_start")),
         ),
         "turn_ids": (turn.id,),
         "force": True,
         "created_at": backend.now(),
-        "notes": (Message("plain", text="run the tests again"),),
+        "notes": (Message("nothing_resent", count=2),),
         "head_from": turn.id,
         "head_to": None,
         "moves_head": True,
@@ -80,11 +82,11 @@ def test_row_results_and_the_operations_of_a_session(backend: StoreBackend, sess
     redo = _plan(backend, session, turn, kind="redo", reverses=applied.id)
     for plan in (preview, applied, redo):
         backend.save_plan(plan)
-    backend.set_row_status(applied.id, 0, "done", Message("plain", text="restored"))
+    backend.set_row_status(applied.id, 0, "done", Message("changed_since_preview", then=Message("plan_again")))
     backend.set_row_status(applied.id, 2, "skipped", None)
     rows = backend.load_plan(applied.id).rows
     assert [(r.status, r.note) for r in rows[:3]] == [
-        ("done", Message("plain", text="restored")),
+        ("done", Message("changed_since_preview", then=Message("plan_again"))),
         ("pending", None),
         ("skipped", None),
     ]
