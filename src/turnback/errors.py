@@ -103,7 +103,7 @@ class BlobCorruptError(StoreError):
 class RecordDamagedError(BlobCorruptError):
     """A stored record does not open, or holds a value it cannot hold; ``what`` names the record."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: Message):
         super().__init__(Message("record_damaged", what=what))
         self.what = what
 

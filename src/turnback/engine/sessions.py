@@ -193,7 +193,7 @@ class Sessions:
         except StoreError as exc:  # the turn has ended; the cap is enforced again at the next end
             warnings.append(f"the store's size cap could not be enforced now: {exc}")
         if self._store.reserve_used:
-            warnings.append(RESERVE_FULL)
+            warnings.append(str(RESERVE_FULL))  # a Message: to be kept as one when the notes are Messages
         ended = self._store.turn(turn.id, with_calls=True)
         cut_short = [
             f"call {short_id(call.id)} ({call_title(call)}) may be cut short: its end was never recorded; "

@@ -224,7 +224,7 @@ STORE_RECORDS = ""  # the records_by_session key of records that belong to no se
 
 def _reason(exc: BaseException) -> str:
     if isinstance(exc, RecordDamagedError):
-        return exc.what
+        return str(exc.what)
     if isinstance(exc, UsageError):  # a row listed but not found by its id
         return f"{exc} (it is listed, but its id does not find it: an index is damaged)"
     return str(exc)

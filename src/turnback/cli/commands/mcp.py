@@ -32,5 +32,5 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         from turnback.mcp.server import serve
     except ImportError as exc:
         raise UsageError("the MCP server needs the mcp package: pip install 'turnback[mcp]'") from exc
-    serve(args.root, home=ctx.home, title=args.title)
+    serve(args.root, home=ctx.home, title=args.title, lang=getattr(args, "lang", None))
     return 0

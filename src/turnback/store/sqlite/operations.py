@@ -21,11 +21,19 @@ from turnback.model import (
     RowStatus,
     SessionId,
     TurnId,
-    short_id,
 )
 from turnback.paths import RelPath
 from turnback.store.records import OperationSummary
-from turnback.store.sqlite.base import OP_KINDS, OP_STATUSES, ROW_ACTIONS, ROW_STATUSES, SqliteRecords, checked_choice
+from turnback.store.sqlite.base import (
+    OP_KINDS,
+    OP_STATUSES,
+    ROW_ACTIONS,
+    ROW_STATUSES,
+    SqliteRecords,
+    checked_choice,
+    record_item,
+    record_named,
+)
 
 
 def message_to_json(message: Message | None) -> dict[str, Any] | None:
@@ -136,7 +144,7 @@ class OperationQueries(SqliteRecords):
                 ],
             )
 
-    def _plan_rows(self, op_id: OpId, what: str) -> tuple[PlanRow, ...]:
+    def _plan_rows(self, op_id: OpId, what: Message) -> tuple[PlanRow, ...]:
         rows: list[PlanRow] = []
         for stored in self.db.all(
             "SELECT seq, action, status, body_enc, result_enc FROM op_rows WHERE op_id=? ORDER BY seq",
@@ -145,8 +153,8 @@ class OperationQueries(SqliteRecords):
             seq = stored["seq"]
             body = self._open_json(stored["body_enc"], f"op_rows.body:{op_id}:{seq}")
             note = message_from_json(self._open_json_or_text(stored["result_enc"], f"op_rows.result:{op_id}:{seq}"))
-            action = checked_choice(stored["action"], ROW_ACTIONS, f"row {seq} of {what}")
-            status = checked_choice(stored["status"], ROW_STATUSES, f"row {seq} of {what}")
+            action = checked_choice(stored["action"], ROW_ACTIONS, record_item(Message("record_noun_row"), seq, what))
+            status = checked_choice(stored["status"], ROW_STATUSES, record_item(Message("record_noun_row"), seq, what))
             rows.append(
                 PlanRow(
                     seq=seq,
@@ -177,7 +185,7 @@ class OperationQueries(SqliteRecords):
         )
         if op is None:
             raise UsageError(Message("no_such_operation", op=op_id))
-        what = f"operation {short_id(op_id)}"
+        what = record_named(Message("record_noun_operation"), op_id)
         kind = checked_choice(op["kind"], OP_KINDS, what)
         status = checked_choice(op["status"], OP_STATUSES, what)
         spec = self._open_json(op["spec_enc"], f"ops.spec:{op_id}")
