@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
+from turnback.catalog import word
 from turnback.hooks import commandstart
 from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
 
@@ -157,7 +158,7 @@ class _Hook:
         notices = self.engine.take_notices(session.id)
         if not notices:
             return None
-        lines = [text for _, text in notices]
+        lines = [word(notice.message) for notice in notices]
         lines.append("The user reverted these changes: read each file again before changing it.")
         return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "\n".join(lines)}}
 
@@ -292,7 +293,7 @@ class _Hook:
         summary = self._end_running(session, keep=running)
         if summary is None or not (summary.line or summary.notes):
             return None
-        return {"systemMessage": "\n".join([line for line in (summary.line, *summary.notes) if line])}
+        return {"systemMessage": "\n".join([word(line) for line in (summary.line, *summary.notes) if line])}
 
     def session_end(self) -> Output:
         session = self.session()
