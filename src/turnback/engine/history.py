@@ -49,11 +49,15 @@ class History:
         changes = net_changes(turn.calls, self._engine.load)
         files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
         project = self._engine._sessions.project_of_session(turn.session_id)
+        line = summary_line(changes, self._engine.config_for(project).groups)
+        if line is None and turn.calls and self._store.session(turn.session_id).incognito:
+            # An incognito session records no change, so "no files changed" would be a guess: say what is known.
+            line = Message("incognito_turn_calls", count=len(turn.calls))
         return TurnSummary(
             files=len(files),
             added=sum(c.added for c in files),
             removed=sum(c.removed for c in files),
-            line=summary_line(changes, self._engine.config_for(project).groups),
+            line=line,
             notes=tuple(
                 views.turn_notes(changes, unasked=any(c.unasked for c in turn.calls), project_root=project.root)
             ),
