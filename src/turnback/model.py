@@ -371,8 +371,8 @@ class TurnSummary(NamedTuple):
     files: int
     added: int
     removed: int
-    line: str
-    notes: tuple[str, ...] = ()  # files changed outside the project; a turn whose commands ran unasked
+    line: Message | None  # None: no file changed
+    notes: tuple[Message, ...] = ()  # files changed outside the project; a turn whose commands ran unasked
 
 
 __all__ = [

@@ -1104,7 +1104,7 @@ def test_status_says_why_every_scan_visits_everything_when_a_folder_cannot_be_wa
         )
         assert cli("watch", "status", "--json").json()["reason"] == reason
         answer = ask(str(home), project_id(home, root), None)
-        assert answer is not None and answer.paths is None and answer.reason == reason
+        assert answer is not None and answer.paths is None and str(answer.reason) == reason
         cli("turn", "begin", "--session", sid)
         assert exec_changes(cli, sid, "printf x >> README.md") == [("README.md", "modified")]
     finally:

@@ -215,7 +215,8 @@ def test_an_incognito_session_keeps_nothing_of_its_files_and_undo_says_why(
     assert call.rc == 0, call.err
     (project / "own.txt").write_bytes(marker + b" by the harness\n")
     assert cli("call", "after", call.out.strip(), "own.txt").rc == 0
-    assert cli("turn", "end", "--session", sid).rc == 0
+    ended = cli("turn", "end", "--session", sid)
+    assert (ended.rc, ended.lines) == (0, ["4 calls ran (incognito: which files they changed is not kept)"])
 
     undo = cli("undo", "--session", sid, "--yes")
     assert (undo.rc, undo.err) == (1, "turnback: nothing to undo: this session is incognito, so it keeps no copies\n")

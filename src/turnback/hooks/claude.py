@@ -158,9 +158,7 @@ class _Hook:
         notices = self.engine.take_notices(session.id)
         if not notices:
             return None
-        # MESSAGES: a notice is still the engine's English sentence here; once the engine's notices are Messages
-        # (i14/msg-engine), each is worded in the event's language: word(notice.message).
-        lines = [text for _, text in notices]
+        lines = [word(notice.message) for notice in notices]
         lines.append(say("reverted_read_again"))
         return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "\n".join(lines)}}
 

@@ -74,8 +74,8 @@ def summary_data(summary: TurnSummary) -> dict[str, Any]:
         "files": summary.files,
         "added": summary.added,
         "removed": summary.removed,
-        "line": summary.line,
-        "notes": list(summary.notes),
+        "line": word(summary.line) if summary.line else "",
+        "notes": [word(note) for note in summary.notes],
     }
 
 

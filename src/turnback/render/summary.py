@@ -122,14 +122,14 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
     return result
 
 
-def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> str:
+def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> Message | None:
     """``3 files changed, +24 -7``, naming up to two groups that are not code, largest first."""
     files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
     if not files:
-        return ""
+        return None
     added = sum(change.added for change in files)
     removed = sum(change.removed for change in files)
-    line = word(Message("files_changed", count=len(files), added=added, removed=removed))
+    line = Message("files_changed", count=len(files), added=added, removed=removed)
     totals: dict[str, list[int]] = {}
     for change in files:
         group = group_of(change.path, user_groups)
@@ -148,7 +148,7 @@ def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, 
             if group_removed:
                 text += f" -{group_removed}"
             named.append(text)
-        line = word(Message("with_note", text=line, note=Message("comma_list", items=tuple(named))))
+        line = Message("with_note", text=line, note=Message("comma_list", items=tuple(named)))
     return line
 
 

@@ -136,34 +136,35 @@ def going_back_lines(plan: Plan, load: Load, *, diff_flag: str) -> list[str]:
     return lines
 
 
-def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[str]:
+def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[Message]:
     """Lines after the end-of-turn summary: changes that cannot be undone, files outside the project, and a
     turn whose commands ran unasked."""
     notes = []
     for change in _files(changes):
         if not change.outside:
             if change.not_covered:
-                notes.append(say("cannot_be_undone", change=uncovered_change(change)))
+                notes.append(Message("cannot_be_undone", change=uncovered_change(change)))
             continue
         shown = display_path(change.path)
         if change.not_covered:
-            notes.append(say("changed_outside_not_covered", path=shown, why=change.not_covered))
+            notes.append(Message("changed_outside_not_covered", path=shown, why=change.not_covered))
         else:
-            notes.append(say("changed_outside_covered", path=shown))
+            notes.append(Message("changed_outside_covered", path=shown))
     if unasked:
         files = [c for c in _files(changes) if not c.outside]
         if files:
             added = sum(c.added for c in files)
             removed = sum(c.removed for c in files)
             where = display_path(project_root)
-            notes.append(say("changed_unasked", count=len(files), added=added, removed=removed, where=where))
+            notes.append(Message("changed_unasked", count=len(files), added=added, removed=removed, where=where))
     return notes
 
 
-def uncovered_change(change: NetChange) -> str:
+def uncovered_change(change: NetChange) -> Message:
     """``deleted big.bin (not covered: REASON)``: a change turnback kept no copy for, so it cannot be undone."""
     why = Message("not_covered_because", why=change.not_covered)
-    return say("with_note", text=f"{_word(change.kind)} {display_path(change.path)}", note=why)
+    shown = Message("kind_and_path", kind=LINE_WORD[change.kind], path=display_path(change.path))
+    return Message("with_note", text=shown, note=why)
 
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m", "d": "\033[1m"}

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import word
 from turnback.cli import _common
+from turnback.render.data import message_data
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -33,6 +35,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         ctx.out.line("covered: turnback undo takes back what it changes")
     else:
         ctx.out.line("not covered:")
-        ctx.out.lines([f"  {reason}" for reason in coverage.reasons])
-    ctx.out.json({"covered": coverage.covered, "reasons": list(coverage.reasons)})
+        ctx.out.lines([f"  {word(reason)}" for reason in coverage.reasons])
+    ctx.out.json({"covered": coverage.covered, "reasons": [message_data(reason) for reason in coverage.reasons]})
     return 0 if coverage.covered else 1

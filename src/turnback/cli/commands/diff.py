@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from turnback.catalog import word
 from turnback.cli import _common
 from turnback.render import data, views
 
@@ -33,7 +34,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     out = ctx.out
     ignored = set(diff.ignored)
     if diff.note:
-        out.note(f"turnback: {diff.note}")
+        out.note(f"turnback: {word(diff.note)}")
     if out.json_mode:
         files = [
             {"path": c.path, "kind": c.kind, "added": c.added, "removed": c.removed, "ignored": c.path in ignored}

@@ -6,7 +6,7 @@ import argparse
 import os
 
 from turnback import short_id
-from turnback.catalog import say
+from turnback.catalog import say, word
 from turnback.cli import _common
 from turnback.render import data
 
@@ -38,7 +38,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         return 0
     turn, summary = ctx.engine.end_turn(session.id)
     if summary.line or not summary.notes:
-        ctx.out.line(summary.line or say("no_files_changed"))
-    ctx.out.lines(list(summary.notes))
+        ctx.out.line(word(summary.line) if summary.line else say("no_files_changed"))
+    ctx.out.lines([word(note) for note in summary.notes])
     ctx.out.json({"turn": data.turn_data(turn), "summary": data.summary_data(summary)})
     return 0

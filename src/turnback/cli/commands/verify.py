@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from turnback import short_id
+from turnback.catalog import join, word
 from turnback.cli import _common
 
 
@@ -22,11 +23,11 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if damage.clean:
         out.line("verified: every copy decrypts and matches its id; the database is intact")
     for problem in damage.integrity:
-        out.line(f"database: {problem}")
+        out.line(f"database: {word(problem)}")
     if damage.blobs:
         out.line(f"{len(damage.blobs)} damaged cop{'ies' if len(damage.blobs) != 1 else 'y'}")
     for session_id, records in damage.records_by_session.items():
-        shown = "; ".join(records)
+        shown = join(records)
         if session_id:
             out.line(f"session {short_id(session_id)}: damaged: {shown}; its log and undo stop there")
         else:
@@ -43,9 +44,9 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         {
             "ok": damage.clean,
             "damaged_blobs": len(damage.blobs),
-            "integrity": list(damage.integrity),
+            "integrity": [word(problem) for problem in damage.integrity],
             "sessions": {session: list(calls) for session, calls in damage.calls_by_session.items()},
-            "records": {session: list(records) for session, records in damage.records_by_session.items()},
+            "records": {session: [word(r) for r in records] for session, records in damage.records_by_session.items()},
             "intact_sessions": list(damage.intact_sessions),
         }
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import word
 from turnback.cli import _common
 from turnback.model import ProjectId
 
@@ -52,13 +53,13 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         status = engine.watch_status(project)
         out.line(f"watching {project.root} (pid {pid}): scans visit only what changed")
         if status is not None and status.reason:
-            out.line(f"but every scan visits everything: {status.reason}")
+            out.line(f"but every scan visits everything: {word(status.reason)}")
         out.json(
             {
                 "project": project.root,
                 "pid": pid,
                 "folders": status.folders if status else 0,
-                "reason": status.reason if status else None,
+                "reason": word(status.reason) if status and status.reason else None,
             }
         )
         return 0
@@ -73,13 +74,13 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     else:
         out.line(f"watching {project.root} (pid {status.pid}, {status.folders} folders)")
         if status.reason:
-            out.line(f"but every scan visits everything: {status.reason}")
+            out.line(f"but every scan visits everything: {word(status.reason)}")
     out.json(
         {
             "project": project.root,
             "pid": status.pid if status else None,
             "folders": status.folders if status else 0,
-            "reason": status.reason if status else None,
+            "reason": word(status.reason) if status and status.reason else None,
         }
     )
     return 0 if status else 1
