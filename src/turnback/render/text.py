@@ -198,6 +198,11 @@ _OP_NOUNS = {
 }
 
 
+def op_noun(kind: str) -> Message:
+    """An operation's kind (``undo``, ``revert``...) as the noun that names it."""
+    return _OP_NOUNS[kind]
+
+
 def result_message(result: OpResult) -> Message:
     """What an operation did, as one message: ``undone: 1 file restored, 1 file moved to TRASH/``."""
     plan = result.plan
@@ -407,8 +412,8 @@ def log_lines(
 
 __all__ = [
     "ACTION_WIDTH",
-    "ChangeNotes",
     "IGNORED",
+    "ChangeNotes",
     "action_label",
     "action_name",
     "call_lines",
@@ -419,6 +424,7 @@ __all__ = [
     "in_parentheses",
     "interrupted_reason",
     "log_lines",
+    "op_noun",
     "plan_lines",
     "result_lines",
     "result_message",
