@@ -444,6 +444,21 @@ def test_jobs_stop_ends_a_job_and_its_changes_are_recorded(cli, project: Path, s
     assert "      new s.txt +1 -0" in cli("log", "--session", sid).lines
 
 
+def test_a_job_a_signal_ended_says_which_signal_and_its_json_exit_stays_negative(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
+    cli("turn", "begin", "--session", sid)
+    script = "echo started > s.txt; exec sleep 30"
+    job = _job_id(cli("exec", "--session", sid, "--background", "--", "sh", "-c", script))
+    deadline = time.monotonic() + 10
+    while not (project / "s.txt").exists():
+        assert time.monotonic() < deadline, "the job never wrote s.txt"
+        time.sleep(0.05)
+    assert cli("jobs", "stop", job).rc == 0
+    [done] = wait_jobs_done(cli, sid, timeout=10)
+    assert done["exit"] == -signal.SIGTERM  # the exit status as Python reports it, unchanged in JSON
+    [line] = cli("jobs", "--session", sid).lines
+    assert line.split("  ", 2)[2] == f"ended by signal 15 (SIGTERM)  1 file changed  sh -c {script}"
+
+
 # -- 5. a command past its timeout ----------------------------------------------------------
 
 

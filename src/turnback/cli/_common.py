@@ -105,13 +105,10 @@ class Context:
         ref = getattr(self.args, "session", None) or turnback.env_session()
         pick = self.engine.pick_session(ref, self.cwd, with_turns=with_turns)
         if pick.passed_over:
-            newer = len(pick.passed_over)
-            self.out.note(
-                f"turnback: session {turnback.short_id(pick.session.id)}"
-                f"{f' ({pick.session.title})' if pick.session.title else ''}, the latest with turns; "
-                f"{newer} newer {'session has' if newer == 1 else 'sessions have'} none yet "
-                "(turnback sessions lists them; --session picks one)"
-            )
+            picked = turnback.short_id(pick.session.id)
+            if pick.session.title:
+                picked = say("session_with_title", session=picked, title=pick.session.title)
+            self.out.note("turnback: " + say("picked_latest_with_turns", session=picked, count=len(pick.passed_over)))
         return pick.session
 
 
@@ -255,7 +252,7 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
     """Show *plan*, then apply it when confirmed: the shared flow of undo and revert."""
     out, engine = ctx.out, ctx.engine
     if plan.status == "applying":
-        out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
+        out.line(say("operation_goes_on", kind=text.op_noun(plan.kind), op=turnback.short_id(plan.id)))
     shown = [row.path for row in plan.rows if row.conflict or row.acts]
     hidden = engine.hidden_paths(plan.session_id, shown)
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))

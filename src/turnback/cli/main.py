@@ -210,7 +210,7 @@ def _check_text_arguments(args: argparse.Namespace, argv: Sequence[str]) -> None
             except UnicodeEncodeError:
                 flag = "--" + dest.replace("_", "-")
                 name = flag if any(word == flag or word.startswith(flag + "=") for word in argv) else dest
-                raise turnback.UsageError(f"the text given for {name} is not valid UTF-8") from None
+                raise turnback.UsageError(Message("text_not_utf8", name=name)) from None
 
 
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
@@ -243,7 +243,7 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     except turnback.TurnbackError as error:
         code = _report(out, error)
     except KeyboardInterrupt:
-        out.note("turnback: interrupted; an undo that was applying goes on at the next undo")
+        out.note("turnback: " + say("interrupted_goes_on_next_undo"))
         code = _common.EXIT_INTERRUPTED
     except BrokenPipeError:
         code = 0  # the reader (a pager, head) closed the pipe: nothing went wrong here
@@ -255,10 +255,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
         except Exception:
             pass
         logged = boundary.log_unexpected(home, "turnback")
-        where = f"; see {logged}" if logged else ""
         if not logged:
             traceback.print_exc()
-        out.note(f"turnback: unexpected error{where}")
+        out.note("turnback: " + (say("unexpected_error_logged", log=logged) if logged else say("unexpected_error")))
         out.json(boundary.error_data("unexpected", "unexpected error", EXIT_UNEXPECTED))
         code = EXIT_UNEXPECTED
     finally:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from turnback.catalog import Message, say, word
-from turnback.model import OP_NOUNS, BlobId, Call, Change, FileState, OpResult, Plan, PlanRow, Turn, short_id
+from turnback.model import OP_NOUNS, BlobId, Call, Change, FileState, OpKind, OpResult, Plan, PlanRow, Turn, short_id
 from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
 from turnback.render.summary import call_title, net_changes, shown_path
 from turnback.render.terminal import pad, quote
@@ -189,6 +189,11 @@ _RESULT_VERBS = {
     "resend": Message("op_reverted"),
     "redo": Message("op_redone"),
 }
+
+
+def op_noun(kind: OpKind) -> Message:
+    """An operation's kind (``undo``, ``revert``...) as the noun that names it."""
+    return OP_NOUNS[kind]
 
 
 def result_message(result: OpResult) -> Message:
@@ -412,6 +417,7 @@ __all__ = [
     "in_parentheses",
     "interrupted_reason",
     "log_lines",
+    "op_noun",
     "plan_lines",
     "result_lines",
     "result_message",

@@ -17,7 +17,7 @@ import argparse
 from turnback.catalog import Message, say
 from turnback.cli import _common
 from turnback.render import data, text
-from turnback.render.terminal import quote
+from turnback.render.terminal import display_width, pad, quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -40,12 +40,12 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
     plan = engine.plan_resend(ctx.session(with_turns=True).id, args.turn, mode=args.mode or "revert")
     files = engine.resend_files(plan)
-    width = max((len(quote(f.path)) for f in files), default=0) + 2
+    width = max((display_width(quote(f.path)) for f in files), default=0) + 2
     for item in files:
-        calls = f"{item.calls} call{'s' if item.calls != 1 else ''}"
-        out.line(f"{quote(item.path):<{width}}{calls:<10}+{item.added} -{item.removed}")
+        calls = say("n_calls", count=item.calls)
+        out.line(f"{pad(quote(item.path), width)}{pad(calls, 10)}+{item.added} -{item.removed}")
     if not files:
-        out.line("the calls changed no file this session can still revert")
+        out.line(say("resend_no_files"))
     files_data = [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
     if args.mode is None:
         out.lines(text.plan_lines(plan, engine.load, diff_limit=0))

@@ -28,7 +28,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     call = ctx.engine.call_as_it_stands(args.call)
     if args.input:
         raw = ctx.engine.call_input(call)
-        ctx.out.lines(_pretty(raw) if raw is not None else [f"({word(ctx.engine.missing_input_reason(call))})"])
+        ctx.out.lines(_pretty(raw) if raw is not None else ["(" + word(ctx.engine.missing_input_reason(call)) + ")"])
         ctx.out.json({"call": {**data.call_data(call), "input": raw}})
         return 0
     return _common.show_call(ctx, call)
