@@ -260,7 +260,7 @@ def test_delete_removes_a_session_and_its_copies(cli, engine, home: Path, projec
 
     asked = cli("delete", gone.id[:12])
     assert asked.rc == 1
-    assert asked.lines == [f"delete session {short_id(gone.id)} (to delete): 1 turns and their copies"]
+    assert asked.lines == [f"delete session {short_id(gone.id)} (to delete): 1 turn and its copies"]
     assert "nothing deleted" in asked.err
     assert len(cli("sessions", "--json").json()["sessions"]) == 2
 
