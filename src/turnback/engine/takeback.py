@@ -9,7 +9,19 @@ from typing import TYPE_CHECKING, NamedTuple
 from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import Tree
-from turnback.model import FileState, OpId, OpResult, Plan, Project, Session, SessionId, Turn, TurnId, short_id
+from turnback.model import (
+    OP_NOUNS,
+    FileState,
+    OpId,
+    OpResult,
+    Plan,
+    Project,
+    Session,
+    SessionId,
+    Turn,
+    TurnId,
+    short_id,
+)
 from turnback.ops.busy import refuse_if_busy
 from turnback.paths import RelPath
 
@@ -268,7 +280,7 @@ class TakeBack:
             if op.kind == "resend":
                 raise RefusedError(Message("redo_resend_refused", op=short_id(op.id)))
             if op.moves_head and at.session.head != op.head_to:
-                raise RefusedError(Message("redo_head_moved", kind=op.kind, op=short_id(op.id)))
+                raise RefusedError(Message("redo_head_moved", kind=OP_NOUNS[op.kind], op=short_id(op.id)))
             return plan_redo(self._store, at.tree, at.session, at.project, op, op_id=at.op_id())
 
         return self._plan(session_id, make)
