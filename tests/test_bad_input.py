@@ -90,7 +90,7 @@ def test_a_copy_over_the_size_cap_is_refused_and_the_oldest_copies_go_first(
     engine.write(session.id, "new.bin", b"new\n", cwd=str(project))
     engine.end_turn(session.id)
     plan = engine.plan_undo(session.id, turn=1, force=True)
-    assert [(row.action, row.path, row.reason) for row in plan.rows] == [
+    assert [(row.action, row.path, row.reason and str(row.reason)) for row in plan.rows] == [
         ("not covered", "old.bin", "copy dropped by the size cap")
     ]
     assert [(row.action, row.path) for row in engine.plan_undo(session.id).rows] == [("restore", "new.bin")]

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
         UsageError,
     )
     from turnback.home import default_home, env_key_secret, env_no_color, env_session, keyring_allowed
+    from turnback.language import pick_language
     from turnback.model import (
         Call,
         Change,
@@ -67,6 +68,7 @@ _HOMES = {
         "UsageError",
     ),
     "turnback.home": ("default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"),
+    "turnback.language": ("pick_language",),
     "turnback.model": (
         "Call",
         "Change",
@@ -139,5 +141,6 @@ __all__ = [
     "env_session",
     "keyring_allowed",
     "open",
+    "pick_language",
     "short_id",
 ]

@@ -17,8 +17,15 @@ def error_data(kind: str, message: str, exit_code: int) -> dict[str, object]:
 
 
 def refusal_data(error: BaseException, exit_code: int) -> dict[str, object]:
-    """The JSON object of an error turnback raised on purpose (a refusal, a usage error)."""
-    return error_data(type(error).__name__, str(error), exit_code)
+    """The JSON object of an error turnback raised on purpose (a refusal, a usage error): its ``code`` and
+    ``params`` beside ``message``, worded in the current language."""
+    from turnback.catalog import word
+    from turnback.errors import TurnbackError
+
+    if not isinstance(error, TurnbackError):
+        return error_data(type(error).__name__, str(error), exit_code)
+    outcome = error.message.to_json()
+    return {"error": {"type": type(error).__name__, **outcome, "message": word(error.message), "exit": exit_code}}
 
 
 def log_unexpected(home: str | None, origin: str) -> str | None:

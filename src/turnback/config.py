@@ -16,6 +16,7 @@ import tomllib
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+from turnback.catalog import Message
 from turnback.errors import UsageError
 
 CONFIG_NAME = "config.toml"
@@ -54,7 +55,7 @@ def _whole(minimum: int) -> Callable[[Any, str], int]:
         if isinstance(value, str) and value.strip().isdigit():
             value = int(value)
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise UsageError(f"config: {key} must be a whole number of at least {minimum}")
+            raise UsageError(Message("config_whole_number", key=key, minimum=minimum))
         return value
 
     return check
@@ -63,7 +64,9 @@ def _whole(minimum: int) -> Callable[[Any, str], int]:
 def _choice(choices: tuple[str, ...]) -> Callable[[Any, str], str]:
     def check(value: Any, key: str) -> str:
         if value not in choices:
-            raise UsageError(f"config: {key} must be one of {', '.join(choices)}, not {value!r}")
+            raise UsageError(
+                Message("config_choice", key=key, choices=Message("comma_list", items=choices), value=repr(value))
+            )
         return str(value)
 
     return check
@@ -75,7 +78,7 @@ def _seconds(value: Any, key: str) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if isinstance(value, bool) or seconds < 0:
-        raise UsageError(f"config: {key} must be a number of seconds, 0 or more")
+        raise UsageError(Message("config_seconds", key=key))
     return seconds
 
 
@@ -84,7 +87,7 @@ def _globs(value: Any, key: str) -> tuple[str, ...]:
         text = value.strip()
         value = json.loads(text) if text.startswith("[") else [g.strip() for g in text.split(",") if g.strip()]
     if not isinstance(value, list) or not all(isinstance(g, str) and g for g in value):
-        raise UsageError(f"config: {key} must be a list of globs")
+        raise UsageError(Message("config_globs", key=key))
     return tuple(value)
 
 
@@ -111,7 +114,7 @@ def _read(home: str) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path} is not valid TOML: {exc}") from exc
+        raise UsageError(Message("config_not_toml", path=path, error=str(exc))) from exc
 
 
 def _lookup(table: dict[str, Any], dotted: str) -> Any:
@@ -138,6 +141,18 @@ def _apply(values: dict[str, Any], table: dict[str, Any], *, project: bool) -> N
         values["groups"] = tuple(merged.items())
 
 
+def _unknown_key(key: str) -> Message:
+    return Message(
+        "config_unknown_key", key=repr(key), known=Message("comma_list", items=(*KEYS, GROUP_PREFIX + "NAME"))
+    )
+
+
+def configured_language(home: str) -> str | None:
+    """``lang`` as config.toml sets it (None when it does not): the default language falls to the locale."""
+    value = _read(home).get("lang")
+    return None if value is None else str(KEYS["lang"].check(value, "lang"))
+
+
 def load_config(home: str, project_root: str | None = None) -> Config:
     """The settings that apply (to the project at *project_root*, when given)."""
     data = _read(home)
@@ -157,7 +172,7 @@ def config_value(home: str, key: str, project_root: str | None = None) -> Any:
     if key.startswith(GROUP_PREFIX):
         return list(dict(config.groups).get(key[len(GROUP_PREFIX) :], ()))
     if key not in KEYS:
-        raise UsageError(f"config: no setting {key!r}; known: {', '.join([*KEYS, GROUP_PREFIX + 'NAME'])}")
+        raise UsageError(_unknown_key(key))
     value = getattr(config, KEYS[key].attribute)
     return list(value) if isinstance(value, tuple) else value
 
@@ -171,11 +186,11 @@ def set_config_value(home: str, key: str, raw: str, project_root: str | None = N
     elif key in KEYS:
         spec = KEYS[key]
         if project_root is not None and not spec.per_project:
-            raise UsageError(f"config: {key} applies to the whole store, not to one project")
+            raise UsageError(Message("config_store_wide", key=key))
         checked = spec.check(raw, key)
         value = list(checked) if isinstance(checked, tuple) else checked
     else:
-        raise UsageError(f"config: no setting {key!r}; known: {', '.join([*KEYS, GROUP_PREFIX + 'NAME'])}")
+        raise UsageError(_unknown_key(key))
     path = os.path.join(home, CONFIG_NAME)
     try:
         with open(path, encoding="utf-8") as handle:
@@ -205,4 +220,14 @@ def set_config_value(home: str, key: str, raw: str, project_root: str | None = N
     return value
 
 
-__all__ = ["CONFIG_NAME", "KEYS", "LANGS", "MODES", "Config", "config_value", "load_config", "set_config_value"]
+__all__ = [
+    "CONFIG_NAME",
+    "KEYS",
+    "LANGS",
+    "MODES",
+    "Config",
+    "config_value",
+    "configured_language",
+    "load_config",
+    "set_config_value",
+]

@@ -24,11 +24,29 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from turnback.catalog import Message, word
+
 
 class TurnbackError(Exception):
-    """Base of every error turnback reports to a user."""
+    """Base of every error turnback reports to a user.
+
+    It carries a :class:`~turnback.catalog.Message` (``message``: a code and its parameters) that front ends
+    word in the user's language; ``str()`` is its English text. A plain string is accepted where an outcome
+    has no code of its own yet (a system error's text): it is shown as it is, in every language.
+    """
 
     exit_code: ClassVar[int] = 1
+
+    def __init__(self, message: Message | str, /) -> None:
+        self.message = message if isinstance(message, Message) else Message("plain", text=message)
+        super().__init__(self.message.code)
+
+    @property
+    def code(self) -> str:
+        return self.message.code
+
+    def __str__(self) -> str:
+        return word(self.message, "en")
 
 
 class UsageError(TurnbackError, ValueError):
@@ -54,14 +72,14 @@ class UncoveredError(RefusedError):
     without a copy (the CLI's ``--uncovered``), and the change is then recorded as not covered.
     """
 
-    def __init__(self, uncovered: tuple[tuple[str, str], ...]):
+    def __init__(self, uncovered: tuple[tuple[str, Message | str], ...]):
         self.uncovered = uncovered
-        super().__init__(f"{self.why}; nothing was changed")
+        super().__init__(Message("uncovered_refused", why=self.why))
 
     @property
-    def why(self) -> str:
-        named = "; ".join(f"{path} ({reason})" for path, reason in self.uncovered)
-        return f"cannot keep a copy of {named}, so this change could not be undone"
+    def why(self) -> Message:
+        named = tuple(Message("path_because", path=path, reason=reason) for path, reason in self.uncovered)
+        return Message("cannot_keep_copy", paths=named)
 
 
 class BusyError(TurnbackError):
@@ -85,10 +103,8 @@ class BlobCorruptError(StoreError):
 class RecordDamagedError(BlobCorruptError):
     """A stored record does not open, or holds a value it cannot hold; ``what`` names the record."""
 
-    def __init__(self, what: str):
-        super().__init__(
-            f"a stored record is damaged ({what}); nothing was changed, and turnback verify names every damaged record"
-        )
+    def __init__(self, what: Message):
+        super().__init__(Message("record_damaged", what=what))
         self.what = what
 
 

@@ -29,6 +29,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator
 from typing import NamedTuple
 
+from turnback.catalog import Message
 from turnback.errors import UnsafePathError
 from turnback.paths import RelPath, split_rel_path
 from turnback.procs import process_alive
@@ -143,18 +144,19 @@ class Entry(NamedTuple):
     def permissions(self) -> int:
         return stat.S_IMODE(self.mode)
 
-    def kind_name(self) -> str:
+    def kind_name(self) -> Message:
+        """What the entry is, as a noun with its article (``a folder``)."""
         if self.is_file:
-            return "a file"
+            return Message("a_file")
         if self.is_dir:
-            return "a folder"
+            return Message("a_folder")
         if self.is_symlink:
-            return "a symbolic link"
+            return Message("a_symlink")
         if stat.S_ISFIFO(self.mode):
-            return "a FIFO"
+            return Message("a_fifo")
         if stat.S_ISSOCK(self.mode):
-            return "a socket"
-        return "a device"
+            return Message("a_socket")
+        return Message("a_device")
 
 
 def _entry(st: os.stat_result) -> Entry:
@@ -186,10 +188,10 @@ def _temp_is_stale(name: str) -> bool:
 
 def _unsafe(path: str, exc: OSError) -> UnsafePathError:
     if exc.errno in (errno.EACCES, errno.EPERM):
-        return UnsafePathError(f"permission denied: {path}")
+        return UnsafePathError(Message("permission_denied", path=path))
     if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-        return UnsafePathError(f"{path} passes through a symbolic link or a file; turnback does not follow links")
-    return UnsafePathError(f"{path}: {exc.strerror or exc}")
+        return UnsafePathError(Message("passes_through_link", path=path))
+    return UnsafePathError(Message("path_system_error", path=path, error=str(exc.strerror or exc)))
 
 
 class Tree:
@@ -204,7 +206,9 @@ class Tree:
         try:
             return os.open(self.root, _DIR_FLAGS)
         except OSError as exc:
-            raise UnsafePathError(f"cannot open the folder {self.root}: {exc.strerror or exc}") from exc
+            raise UnsafePathError(
+                Message("cannot_open_folder", path=self.root, error=str(exc.strerror or exc))
+            ) from exc
 
     @contextlib.contextmanager
     def parent_fd(self, path: RelPath, *, create: bool = False) -> Iterator[int | None]:
@@ -302,7 +306,7 @@ class Tree:
                     raise
                 raise _unsafe(path, exc) from exc
             if not stat.S_ISREG(before.st_mode):
-                raise UnsafePathError(f"{path} is {_entry(before).kind_name()}, not a file")
+                raise UnsafePathError(Message("is_kind_not_file", path=path, kind=_entry(before).kind_name()))
             try:
                 fd = os.open(name, _READ_FLAGS, dir_fd=parent)
             except OSError as exc:
@@ -312,7 +316,7 @@ class Tree:
             try:
                 st = os.fstat(fd)
                 if not stat.S_ISREG(st.st_mode) or st.st_ino != before.st_ino:
-                    raise UnsafePathError(f"{path} was replaced while turnback opened it")
+                    raise UnsafePathError(Message("path_replaced", path=path, while_=Message("while_opening")))
                 yield fd, _entry(st)
             finally:
                 os.close(fd)
@@ -362,7 +366,7 @@ class Tree:
         """
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
-                raise UnsafePathError(f"the folder of {path} does not exist")
+                raise UnsafePathError(Message("folder_missing", path=path))
             _, name = split_rel_path(path)
             temp = _temp_name()
             replaced: int | None = None
@@ -427,7 +431,7 @@ class Tree:
             if src_parent is None:
                 raise FileNotFoundError(path)
             if dst_parent is None:
-                raise UnsafePathError(f"the folder of {dest} does not exist")
+                raise UnsafePathError(Message("folder_missing", path=dest))
             _, name = split_rel_path(path)
             _, dest_name = split_rel_path(dest)
             with contextlib.suppress(FileNotFoundError):
@@ -444,7 +448,7 @@ class Tree:
             try:
                 linked = os.stat(temp, dir_fd=dst_parent, follow_symlinks=False)
                 if (linked.st_dev, linked.st_ino) != (same_as.st_dev, same_as.st_ino):
-                    raise UnsafePathError(f"{path} was replaced while turnback moved it to the trash")
+                    raise UnsafePathError(Message("path_replaced", path=path, while_=Message("while_trashing")))
                 os.replace(temp, dest_name, src_dir_fd=dst_parent, dst_dir_fd=dst_parent)
             except BaseException:
                 with contextlib.suppress(OSError):
@@ -458,7 +462,7 @@ class Tree:
         """Replace *path* with a symbolic link to *target* (made under a temp name, then renamed)."""
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
-                raise UnsafePathError(f"the folder of {path} does not exist")
+                raise UnsafePathError(Message("folder_missing", path=path))
             _, name = split_rel_path(path)
             temp = _temp_name()
             try:
@@ -478,7 +482,7 @@ class Tree:
         """Make the folder *path*: with the umask's bits, or with *mode*'s permission bits exactly."""
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
-                raise UnsafePathError(f"the folder of {path} does not exist")
+                raise UnsafePathError(Message("folder_missing", path=path))
             _, name = split_rel_path(path)
             try:
                 os.mkdir(name, 0o777 if mode is None else mode & 0o777, dir_fd=parent)
@@ -538,7 +542,7 @@ class Tree:
             if src_parent is None:
                 raise FileNotFoundError(src)
             if dst_parent is None:
-                raise UnsafePathError(f"the folder of {dst} does not exist")
+                raise UnsafePathError(Message("folder_missing", path=dst))
             _, src_name = split_rel_path(src)
             _, dst_name = split_rel_path(dst)
             try:
@@ -580,13 +584,11 @@ def ensure_private_dir(path: str) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
     st = os.lstat(path)
     if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
-        raise UnsafePathError(f"{path} is not a folder (a symbolic link?); turnback refuses to use it")
+        raise UnsafePathError(Message("private_dir_not_folder", path=path))
     if st.st_uid != os.getuid():
-        raise UnsafePathError(f"{path} belongs to another user; turnback refuses to use it")
+        raise UnsafePathError(Message("private_dir_other_owner", path=path))
     if st.st_mode & 0o022:
-        raise UnsafePathError(
-            f"{path} can be written by other users (mode {stat.S_IMODE(st.st_mode):o}); run chmod 700 {path} first"
-        )
+        raise UnsafePathError(Message("private_dir_writable", path=path, mode=f"{stat.S_IMODE(st.st_mode):o}"))
 
 
 __all__ = [

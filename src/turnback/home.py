@@ -13,6 +13,8 @@ ENV_HOME = "TURNBACK_HOME"
 ENV_KEY = "TURNBACK_KEY"
 ENV_SESSION = "TURNBACK_SESSION"
 ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
+ENV_LANG = "TURNBACK_LANG"
+LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")  # the order the C library reads them in
 SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
 
 
@@ -62,4 +64,23 @@ def keyring_allowed() -> bool:
     return os.environ.get(ENV_NO_KEYRING, "") in ("", "0")
 
 
-__all__ = ["agent_environment", "default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"]
+def env_language() -> str | None:
+    """``TURNBACK_LANG``, when set and not empty."""
+    return os.environ.get(ENV_LANG) or None
+
+
+def locale_settings() -> tuple[str | None, ...]:
+    """``LC_ALL``, ``LC_MESSAGES`` and ``LANG`` as set (None where unset or empty)."""
+    return tuple(os.environ.get(name) or None for name in LOCALE_VARIABLES)
+
+
+__all__ = [
+    "agent_environment",
+    "default_home",
+    "env_key_secret",
+    "env_language",
+    "env_no_color",
+    "env_session",
+    "keyring_allowed",
+    "locale_settings",
+]

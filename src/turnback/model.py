@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Literal, NamedTuple, NewType
 
+from turnback.catalog import Message
 from turnback.paths import RelPath
 
 ProjectId = NewType("ProjectId", str)
@@ -103,16 +104,14 @@ class FileState(NamedTuple):
     def exists(self) -> bool:
         return self.kind != "absent"
 
-    def describe(self) -> str:
-        if self.kind == "file":
-            return "a file"
-        if self.kind == "symlink":
-            return "a symbolic link"
-        if self.kind == "dir":
-            return "a folder"
-        if self.kind == "special":
-            return "a FIFO, socket or device"
-        return "nothing"
+    def describe(self) -> Message:
+        """What the path holds, as a noun with its article (``a folder``)."""
+        return {
+            "file": Message("a_file"),
+            "symlink": Message("a_symlink"),
+            "dir": Message("a_folder"),
+            "special": Message("a_special"),
+        }.get(self.kind, Message("nothing"))
 
 
 ABSENT = FileState("absent")
@@ -272,6 +271,14 @@ RowAction = Literal["restore", "trash", "skip", "not covered", "ref", "mark"]
 RowStatus = Literal["pending", "done", "skipped", "failed"]
 OpKind = Literal["undo", "revert", "rollback", "resend", "redo"]
 OpStatus = Literal["planned", "applying", "done"]
+OP_NOUNS: dict[OpKind, Message] = {
+    "undo": Message("op_undo"),
+    "revert": Message("op_revert"),
+    "rollback": Message("op_rollback"),
+    "resend": Message("op_resend"),
+    "redo": Message("op_redo"),
+}
+"""Each kind of operation named in a sentence (``take back the undo 0a1b…``)."""
 
 
 class PlanRow(NamedTuple):
@@ -286,17 +293,17 @@ class PlanRow(NamedTuple):
     seq: int
     action: RowAction
     path: RelPath
-    reason: str | None = None
+    reason: Message | None = None
     expect: FileState | None = None
     target: FileState | None = None
     change_ids: tuple[int, ...] = ()
     turn_id: TurnId | None = None
     force_only: bool = False
     conflict: bool = False
-    warnings: tuple[str, ...] = ()
+    warnings: tuple[Message, ...] = ()
     trash_name: str | None = None
     status: RowStatus = "pending"
-    note: str | None = None
+    note: Message | None = None
     ref: RefUpdate | None = None
     outside: bool = False
     unmark: bool = False  # a redo row: done, its changes count as not taken back again
@@ -311,7 +318,7 @@ class PlanSection(NamedTuple):
     """A header line of a plan (``undo turn ID: message``) and the turn it stands for."""
 
     turn_id: TurnId | None
-    title: str
+    title: Message
 
 
 class Plan(NamedTuple):
@@ -326,7 +333,7 @@ class Plan(NamedTuple):
     force: bool = False
     status: OpStatus = "planned"
     created_at: int = 0
-    notes: tuple[str, ...] = ()
+    notes: tuple[Message, ...] = ()
     head_from: TurnId | None = None  # rollback, resend, redo: the head the caller saw, checked before applying
     head_to: TurnId | None = None  # ... and the head it leaves (None: the session's start)
     moves_head: bool = False
@@ -349,7 +356,7 @@ class OpResult(NamedTuple):
     plan: Plan
     trash_dir: str | None
     resumed: bool = False
-    notes: tuple[str, ...] = ()  # e.g. a service that may still use a reverted configuration
+    notes: tuple[Message, ...] = ()  # e.g. a service that may still use a reverted configuration
 
     def count(self, action: RowAction, status: RowStatus = "done") -> int:
         return sum(1 for row in self.plan.rows if row.action == action and row.status == status)
@@ -364,12 +371,13 @@ class TurnSummary(NamedTuple):
     files: int
     added: int
     removed: int
-    line: str
-    notes: tuple[str, ...] = ()  # files changed outside the project; a turn whose commands ran unasked
+    line: Message | None  # None: no file changed
+    notes: tuple[Message, ...] = ()  # files changed outside the project; a turn whose commands ran unasked
 
 
 __all__ = [
     "ABSENT",
+    "OP_NOUNS",
     "PERMISSION_BITS",
     "SHORT_ID_LEN",
     "SPECIAL_BITS",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from typing import NewType
 
+from turnback.catalog import Message
 from turnback.errors import UnsafePathError, UsageError
 
 RelPath = NewType("RelPath", str)
@@ -22,19 +23,19 @@ GIT_DIR_NAME = ".git"
 def make_rel_path(text: str) -> RelPath:
     """Validate *text* as a project-relative path and return it as a :data:`RelPath`."""
     if not text:
-        raise UsageError("an empty path names no file")
+        raise UsageError(Message("empty_path"))
     if "\0" in text:
-        raise UnsafePathError(f"the path {text!r} contains a NUL character")
+        raise UnsafePathError(Message("path_has_nul", path=repr(text)))
     if text.startswith("/"):
-        raise UnsafePathError(f"the path {text} is absolute; a project path is relative to the project root")
+        raise UnsafePathError(Message("path_absolute", path=text))
     parts = text.split("/")
     if parts[-1] == "":
         parts = parts[:-1]  # "dir/" names the folder itself
     for part in parts:
         if part in ("", ".", ".."):
-            raise UnsafePathError(f"the path {text} has an empty, '.' or '..' part")
+            raise UnsafePathError(Message("path_dot_part", path=text))
         if part == GIT_DIR_NAME:
-            raise UnsafePathError(f"{text} is inside a .git folder, which turnback never writes")
+            raise UnsafePathError(Message("path_in_git", path=text))
     return RelPath("/".join(parts))
 
 
@@ -57,9 +58,9 @@ def absolute_user_path(cwd: str, user_path: str) -> str:
     path. A NUL or an empty path is refused.
     """
     if "\0" in user_path:
-        raise UnsafePathError(f"the path {user_path!r} contains a NUL character")
+        raise UnsafePathError(Message("path_has_nul", path=repr(user_path)))
     if not user_path:
-        raise UsageError("an empty path names no file")
+        raise UsageError(Message("empty_path"))
     return os.path.normpath(os.path.join(os.path.realpath(cwd), user_path))
 
 
@@ -74,9 +75,9 @@ def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
     absolute = absolute_user_path(cwd, user_path)
     root = os.path.normpath(root)
     if absolute == root:
-        raise UsageError(f"{user_path} is the project root itself, not a file in it")
+        raise UsageError(Message("path_is_root", path=user_path))
     if not absolute.startswith(root.rstrip("/") + "/"):
-        raise UnsafePathError(f"{user_path} is outside the project {root}; turnback refuses to write it")
+        raise UnsafePathError(Message("path_outside_project", path=user_path, root=root))
     return make_rel_path(absolute[len(root.rstrip("/")) + 1 :])
 
 

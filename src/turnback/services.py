@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from fnmatch import fnmatchcase
 
+from turnback.catalog import Message
+
 # (glob on the absolute or project path, service, its check); the first match wins.
 _SERVICES: tuple[tuple[str, str, str], ...] = (
     ("*nginx/*", "nginx", "nginx -t"),
@@ -30,14 +32,11 @@ _SERVICES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def service_note(path: str) -> str | None:
+def service_note(path: str) -> Message | None:
     """What to tell a user who reverted *path*, when a service loads it; ``None`` otherwise."""
     for glob, service, check in _SERVICES:
         if fnmatchcase(path, glob):
-            return (
-                f"{path}: a running {service} may still use the changed content; "
-                f"check it with {check} before reloading {service}"
-            )
+            return Message("service_may_use_old", path=path, service=service, check=check)
     return None
 
 

@@ -141,7 +141,7 @@ def test_one_command_that_edits_creates_deletes_renames_and_chmods_is_undone_byt
     )
     ran = cli("exec", "--session", sid, "--", "sh", "-c", script)
     assert ran.rc == 0, ran.err
-    assert ran.out.startswith("changed ")
+    assert ran.out.startswith("deleted ")  # deletions first: none hides in "(+N more)"
     assert cli("turn", "end", "--session", sid).rc == 0
     changed = tree_state(project)
     assert changed != before
@@ -359,7 +359,8 @@ def test_a_background_job_blocks_undo_then_needs_force(cli, project: Path, tmp_p
     preview = cli("undo", "--dry-run", "--session", sid)
     assert preview.rc == 0
     assert rows_of(preview) == [
-        f"skip        job.txt (background job {job} changed it after the turn had ended; --force takes that back too)"
+        f"skip        job.txt (background job {job} changed it and was still running when the turn ended; "
+        "--force takes that back too)"
     ]
     refused = cli("undo", "--yes", "--session", sid)
     assert refused.rc == 1
@@ -443,6 +444,21 @@ def test_jobs_stop_ends_a_job_and_its_changes_are_recorded(cli, project: Path, s
     assert "      new s.txt +1 -0" in cli("log", "--session", sid).lines
 
 
+def test_a_job_a_signal_ended_says_which_signal_and_its_json_exit_stays_negative(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
+    cli("turn", "begin", "--session", sid)
+    script = "echo started > s.txt; exec sleep 30"
+    job = _job_id(cli("exec", "--session", sid, "--background", "--", "sh", "-c", script))
+    deadline = time.monotonic() + 10
+    while not (project / "s.txt").exists():
+        assert time.monotonic() < deadline, "the job never wrote s.txt"
+        time.sleep(0.05)
+    assert cli("jobs", "stop", job).rc == 0
+    [done] = wait_jobs_done(cli, sid, timeout=10)
+    assert done["exit"] == -signal.SIGTERM  # the exit status as Python reports it, unchanged in JSON
+    [line] = cli("jobs", "--session", sid).lines
+    assert line.split("  ", 2)[2] == f"ended by signal 15 (SIGTERM)  1 file changed  sh -c {script}"
+
+
 # -- 5. a command past its timeout ----------------------------------------------------------
 
 
@@ -487,8 +503,8 @@ def test_a_command_past_its_timeout_runs_on_and_is_recorded_when_it_ends(  # typ
     assert "      new late.txt +1 -0" in log
     preview = cli("undo", "--dry-run", "--session", sid)
     assert rows_of(preview) == [
-        f"skip        late.txt (the command past its timeout {call} changed it after the turn had ended; "
-        "--force takes that back too)"
+        f"skip        late.txt (the command past its timeout {call} changed it and was still running when the turn "
+        "ended; --force takes that back too)"
     ]
     assert cli("undo", "--force", "--yes", "--session", sid).rc == 0
     assert not (project / "late.txt").exists()

@@ -571,6 +571,26 @@ def test_diff_stat_lines(tb: Tb, project: Path) -> None:
     ]
 
 
+def test_diff_of_a_turn_that_only_moved_refs_names_the_refs(tb: Tb, project: Path) -> None:
+    base = init_repo(project)
+    session = start(tb)
+    run_exec(tb, session, "git commit -q --allow-empty -m 'an empty commit' && git tag v1")
+    assert tb("turn", "end", "--session", session).rc == 0
+    moved = git(project, "rev-parse", "HEAD")
+    result = tb("diff", "1")
+    assert (result.rc, result.out) == (0, "")  # a pipe still gets a plain (empty) patch
+    assert (
+        result.err
+        == f"no files changed; refs moved: main {short(base)} -> {short(moved)}, tag v1 (none) -> {short(moved)}\n"
+    )
+    shown = js(tb("diff", "1", "--json"))
+    assert (shown["files"], shown["patch"]) == ([], "")
+    assert shown["refs"] == [
+        {"name": "refs/heads/main", "before": base, "after": moved},
+        {"name": "refs/tags/v1", "before": None, "after": moved},
+    ]
+
+
 # -- 7. the exec line, exit codes, --json ------------------------------------------------------------------
 
 
@@ -589,9 +609,9 @@ def test_exec_prints_one_line_after_the_command(tb: Tb, project: Path) -> None:
         + " && ".join(f"echo {name} > {name}" for name in made)
     )
     result = run_exec(tb, session, script)
-    items = [f"changed a.txt +{added} -{removed}", "deleted old.txt", f"new {sorted(made)[0]}"]
+    items = ["deleted old.txt", f"changed a.txt +{added} -{removed}", f"new {sorted(made)[0]}"]
     expected = " · ".join(items) + f" (+{len(made) - 1} more)"
-    assert expected == "changed a.txt +3 -1 · deleted old.txt · new n1.txt (+3 more)"
+    assert expected == "deleted old.txt · changed a.txt +3 -1 · new n1.txt (+3 more)"
     assert result.lines == ["from-the-command", expected]
     assert result.err == ""
 

@@ -133,7 +133,7 @@ def test_a_command_on_a_clean_checkout_is_undone_byte_for_byte(cli, project: Pat
     assert cli("turn", "begin", "--message", "change tracked files", env=env).rc == 0
     ran: Result = cli("exec", "--", "sh", "-c", "echo more >> README.md; rm src/main.py; chmod -x tool.sh", env=env)
     assert ran.rc == 0, ran.err
-    assert ran.lines[-1] == "changed README.md +1 -0 · deleted src/main.py · mode tool.sh"
+    assert ran.lines[-1] == "deleted src/main.py · changed README.md +1 -0 · mode tool.sh"
     assert cli("turn", "end", env=env).rc == 0
     undone = cli("undo", "--yes", env=env)
     assert undone.rc == 0, undone.err

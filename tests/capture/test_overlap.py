@@ -10,11 +10,15 @@ leaves it unless ``--anyway`` / ``--force``.
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.capture import test_commands
 from tests.capture.test_commands import rows_of, wait_jobs_done
-from tests.conftest import Result
+from tests.conftest import Result, cli_env
+from tests.history.helpers import new_session
 
 sid = test_commands.sid  # the fixtures: a session, and every job left running ended after each test
 reaper = test_commands.reaper
@@ -107,7 +111,7 @@ def test_a_late_jobs_file_seen_by_a_command_of_its_turn_needs_force(  # type: ig
     job, _reader = _overlapped(cli, sid, tmp_path, end_turn_first=True)
     late = (
         f"skip        job.txt "
-        f"(background job {job[:16]} changed it after the turn had ended; --force takes that back too)"
+        f"(background job {job[:16]} changed it and was still running when the turn ended; --force takes that back too)"
     )
     preview = cli("undo", "--dry-run", "--session", sid)
     assert rows_of(preview) == [late]
@@ -157,3 +161,52 @@ def test_a_file_tools_write_during_a_job_is_the_tools_when_the_job_is_reverted( 
     assert f"skip        tool.txt (the change {note}; --anyway takes it back too)" in reverted.lines
     assert not (project / "job.txt").exists()
     assert (project / "tool.txt").read_bytes() == b"tool\n"
+
+
+def test_another_sessions_write_during_a_command_is_marked_in_its_log_and_undo_keeps_it(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, tmp_path: Path, sid: str
+) -> None:
+    """Issue 13 item 8: session B's harness write that starts before session A's command and lands during it."""
+    other = new_session(cli)
+    assert cli("turn", "begin", "--session", sid).rc == 0
+    assert cli("turn", "begin", "--session", other).rc == 0
+    before = cli("call", "before", "--session", other, "--tool", "Write", "shared.txt")
+    assert before.rc == 0, before.err
+    written_by_b = before.out.strip()
+    gate1, gate2 = tmp_path / "gate1", tmp_path / "gate2"
+    script = 'touch "$G1"; until [ -e "$G2" ]; do sleep .1; done'
+    command = subprocess.Popen(
+        [sys.executable, "-m", "turnback", "exec", "--session", sid, "--", "sh", "-c", script],
+        cwd=project,
+        env={**cli_env(home), "G1": str(gate1), "G2": str(gate2)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while not gate1.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (project / "shared.txt").write_bytes(b"session B\n")
+    assert cli("call", "after", written_by_b, "shared.txt").rc == 0
+    gate2.touch()
+    out, err = command.communicate(timeout=60)
+    assert command.returncode == 0, err
+    note = f"may be call {written_by_b[:16]}'s, which ran meanwhile"
+    assert out.decode().splitlines() == [f"new shared.txt ({note})"]
+    for session in (sid, other):
+        assert cli("turn", "end", "--session", session).rc == 0
+
+    log = cli("log", "--session", sid)
+    assert f"      new shared.txt +1 -0 ({note})" in log.lines, log.lines
+    [item] = [
+        c
+        for turn in cli("log", "--session", sid, "--json").json()["turns"]
+        for call in turn["calls"]
+        for c in call["changes"]
+    ]
+    assert item["path"] == "shared.txt"
+    assert (item["may_be"]["code"], item["may_be"]["message"]) == ("may_be_call_ran_meanwhile", note)
+    assert "may_be" not in cli("log", "--session", other, "--json").json()["turns"][0]["calls"][0]["changes"][0]
+
+    undone = cli("undo", "--yes", "--session", sid)
+    assert f"skip        shared.txt (the change {note}; --force takes it back too)" in undone.lines, undone.lines
+    assert (project / "shared.txt").read_bytes() == b"session B\n"

@@ -282,11 +282,13 @@ def test_start_status_and_stop_say_exactly_what_runs(  # type: ignore[no-untyped
     assert (again.rc, again.out, again.err) == (1, "", f"turnback: a watcher already runs for {root} (pid {pid})\n")
     again_json = cli("watch", "start", "--json")
     assert again_json.rc == 1
-    assert again_json.json()["error"] == {
+    error = again_json.json()["error"]
+    assert {key: error[key] for key in ("type", "message", "exit")} == {
         "type": "RefusedError",
         "message": f"a watcher already runs for {root} (pid {pid})",
         "exit": 1,
     }
+    assert isinstance(error["code"], str)
     assert process_alive(pid, None)
 
     stop_watcher(cli, root, pid)
@@ -1102,7 +1104,7 @@ def test_status_says_why_every_scan_visits_everything_when_a_folder_cannot_be_wa
         )
         assert cli("watch", "status", "--json").json()["reason"] == reason
         answer = ask(str(home), project_id(home, root), None)
-        assert answer is not None and answer.paths is None and answer.reason == reason
+        assert answer is not None and answer.paths is None and str(answer.reason) == reason
         cli("turn", "begin", "--session", sid)
         assert exec_changes(cli, sid, "printf x >> README.md") == [("README.md", "modified")]
     finally:

@@ -108,8 +108,8 @@ def test_show_clips_the_diff_and_shows_the_input(cli, home: Path, project: Path,
     shown = cli("show", call[:12])
     assert shown.rc == 0
     assert shown.lines[1:6] == ["new long.txt +30 -0", "--- /dev/null", "+++ b/long.txt", "@@ -0,0 +1,30 @@", "+line 0"]
-    assert shown.lines[-1] == "… 11 more lines"
-    assert len(shown.lines) == 2 + 2 + 20 + 1
+    assert shown.lines[-1] == "… 13 more lines"
+    assert len(shown.lines) == 2 + 20 + 1  # the title and the change's line, 20 diff lines (headers count), the rest
     (home / "config.toml").write_text("[render]\ndiff_lines = 0\n")
     assert cli("show", call).lines == [shown.lines[0], "new long.txt +30 -0"]
     raw = cli("show", call, "--input")
@@ -213,3 +213,33 @@ def test_diff_is_coloured_only_on_a_terminal_without_no_color(  # type: ignore[n
     assert b"+line 2" in output
     piped = cli("diff")
     assert "\x1b[" not in piped.out and "+line 2" in piped.lines
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+def test_the_shell_change_line_and_a_clipped_diff_are_dim_on_a_terminal_unless_no_color(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, sid: str, no_color: bool
+) -> None:
+    cli("turn", "begin", "--session", sid)
+    env = {**cli_env(home), **({"NO_COLOR": "1"} if no_color else {})}
+    script = "printf 'a\\nb\\nc\\n' > new.txt"
+    code, output = run_on_a_terminal(["exec", "--session", sid, "--", "sh", "-c", script], project, env, b"")
+    assert code == 0
+    dim, plain = "\x1b[2mnew new.txt\x1b[0m", "new new.txt"
+    assert output.splitlines()[-1] == (plain if no_color else dim)
+    written = subprocess.run(
+        [sys.executable, "-m", "turnback", "write", "--session", sid, "long.txt"],
+        input="".join(f"{n}\n" for n in range(40)).encode(),
+        env=env,
+        cwd=project,
+        capture_output=True,
+        check=True,
+    )
+    assert "\x1b" not in written.stdout.decode()  # a pipe gets no colour
+    code, shown = run_on_a_terminal(["show", "--lang", "en", *_last_call(cli, sid)], project, env, b"")
+    more = [line for line in shown.splitlines() if "more lines" in line]
+    assert more == (["… 23 more lines"] if no_color else ["\x1b[2m… 23 more lines\x1b[0m"])
+
+
+def _last_call(cli, sid: str) -> list[str]:  # type: ignore[no-untyped-def]
+    calls = cli("log", "--session", sid, "--json").json()["turns"][-1]["calls"]
+    return [calls[-1]["id"][:16]]

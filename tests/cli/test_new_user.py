@@ -98,8 +98,9 @@ def test_diff_json_holds_the_patch_the_text_prints(cli, engine, project: Path, s
     shown = cli("diff", "--session", sid, "--json")
     assert shown.rc == 0
     data = shown.json()
-    assert set(data) == {"schema", "turn", "files", "patch"}
+    assert set(data) == {"schema", "turn", "files", "patch", "refs"}
     assert data["patch"] == piped.out
+    assert data["refs"] == []  # no git ref moved
     assert data["files"] == [
         {"path": "README.md", "kind": "modified", "added": 1, "removed": 1, "ignored": False},
         {"path": "new.txt", "kind": "new", "added": 1, "removed": 0, "ignored": False},

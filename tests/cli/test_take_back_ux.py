@@ -197,3 +197,16 @@ def test_a_cut_short_call_shows_the_partial_bytes_and_its_turn_counts_them(cli, 
     assert cli("undo", "--session", sid, "--yes").rc == 1
     assert cli("undo", "--session", sid, "--yes", "--force").rc == 0
     assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+
+
+def test_a_created_file_changed_since_says_anyway_deletes_it_and_restores_nothing(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    sid = new_session(cli)
+    cli_turn(cli, sid, "make it", ("write", "made.txt", b"agent\n"))
+    (project / "made.txt").write_bytes(b"the user's\n")
+    call = log_json(cli, sid)["turns"][0]["calls"][0]["id"]
+    preview = cli("revert", short_id(call), "--dry-run")
+    assert preview.rc == 0, preview.err
+    assert "skip        made.txt (changed since the call; --anyway deletes it)" in preview.lines
+    forced = cli("revert", short_id(call), "--anyway", "--yes")
+    assert forced.rc == 0, forced.err
+    assert not (project / "made.txt").exists()

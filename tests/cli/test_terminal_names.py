@@ -19,6 +19,7 @@ import pytest
 
 from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import cli_env
+from turnback.render.terminal import display_width
 
 HIDDEN = "hidden.txt\r\x1b[2Krestore harmless.txt"
 HIDDEN_SHOWN = '"hidden.txt\\r\\033[2Krestore harmless.txt"'
@@ -137,7 +138,7 @@ def test_every_view_escapes_the_control_characters_of_names_messages_and_command
         f"new {HIDDEN_SHOWN:<{width}}+1",
         f"new {NEWLINE_SHOWN}",
         f"new {BY_SHELL_SHOWN}",
-        f"new {CJK:<{width}}+1",
+        f"new {CJK}{' ' * (width - display_width(CJK))}+1",  # aligned by columns: a CJK character takes two
         "5 files changed, +3 -0",
     ]
     # Into a pipe, diff is a patch for git apply: git's own quoting (which escapes every byte over 0x7f too).

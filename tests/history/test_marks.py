@@ -123,11 +123,11 @@ def test_files_lists_each_file_of_the_active_line_with_its_state(cli, engine, pr
         "other.txt      reverted",
     ]
     assert cli("files", "--session", sid, "--json").json()["files"] == [
-        {"path": "README.md", "state": "as of turn 2"},
-        {"path": "new.txt", "state": "created in turn 1"},
-        {"path": "docs/guide.md", "state": "deleted in turn 1"},
-        {"path": "src/main.py", "state": "reverted"},
-        {"path": "other.txt", "state": "reverted"},
+        {"path": "README.md", "state": "as of turn 2", "code": "file_as_of"},
+        {"path": "new.txt", "state": "created in turn 1", "code": "file_created_in"},
+        {"path": "docs/guide.md", "state": "deleted in turn 1", "code": "file_deleted_in"},
+        {"path": "src/main.py", "state": "reverted", "code": "file_reverted"},
+        {"path": "other.txt", "state": "reverted", "code": "file_reverted"},
     ]
 
 
@@ -143,7 +143,9 @@ def test_a_revert_gives_one_notice_per_file_and_the_file_must_be_read_before_it_
     assert cli("revert", calls[1], "--yes").rc == 0
     assert cli("notices", "--session", sid, "--json").json() == {
         "schema": 1,
-        "notices": [{"path": "src/main.py", "text": "Reverted the change to src/main.py"}],
+        "notices": [
+            {"path": "src/main.py", "text": "Reverted the change to src/main.py", "code": "reverted_change_notice"}
+        ],
     }
     assert cli("notices", "--session", sid, "--json").json()["notices"] == []
 

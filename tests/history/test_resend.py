@@ -47,7 +47,7 @@ def test_the_preview_lists_each_file_once_with_its_calls_and_lines(cli, engine, 
         "trash       z.txt",
         "restore     y.txt",
         "restore     x.txt",
-        "nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway",
+        "nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway (Send Anyway)",
     ]
     data = cli("resend", "2", "--session", sid, "--json").json()
     assert data["files"] == [
@@ -82,9 +82,9 @@ def test_revert_stops_at_a_file_it_cannot_revert_then_anyway_resends(cli, engine
         "y.txt  1 call    +1 -2",
         "z.txt  1 call    +0 -3",
         f"reverted: 1 file restored, 1 file moved to {trash.group(1)}/",
+        "skipped     y.txt (changed since the call, so it cannot be reverted; --anyway drops its copy)",
         "nothing was resent: 1 change could not be reverted (above); the reverts done stay done. "
         "--anyway drops their copies and resends, --keep resends as they are",
-        "skipped     y.txt (changed since the call, so it cannot be reverted; --anyway drops its copy)",
     ]
     assert Path(trash.group(1), "z.txt").read_bytes() == b"z1\nz2\nz3\n"
     assert Path(trash.group(1), "x.txt").read_bytes() == b"L1\nl2\nl3\nl4\nl5\n"
@@ -148,9 +148,9 @@ def test_revert_and_send_takes_every_change_back_and_notices_name_each_file(cli,
     assert log_json(cli, sid)["head"] == t1.id
     notices = cli("notices", "--session", sid, "--json").json()["notices"]
     assert notices == [
-        {"path": "z.txt", "text": "Reverted the change to z.txt"},
-        {"path": "y.txt", "text": "Reverted the change to y.txt"},
-        {"path": "x.txt", "text": "Reverted the change to x.txt"},
+        {"path": "z.txt", "text": "Reverted the change to z.txt", "code": "reverted_change_notice"},
+        {"path": "y.txt", "text": "Reverted the change to y.txt", "code": "reverted_change_notice"},
+        {"path": "x.txt", "text": "Reverted the change to x.txt", "code": "reverted_change_notice"},
     ]
     after = tree_state(project)
     redo = cli("redo", "--session", sid, "--yes")  # its calls are deleted: a resend cannot be taken back

@@ -215,7 +215,8 @@ def test_an_incognito_session_keeps_nothing_of_its_files_and_undo_says_why(
     assert call.rc == 0, call.err
     (project / "own.txt").write_bytes(marker + b" by the harness\n")
     assert cli("call", "after", call.out.strip(), "own.txt").rc == 0
-    assert cli("turn", "end", "--session", sid).rc == 0
+    ended = cli("turn", "end", "--session", sid)
+    assert (ended.rc, ended.lines) == (0, ["4 calls ran (incognito: which files they changed is not kept)"])
 
     undo = cli("undo", "--session", sid, "--yes")
     assert (undo.rc, undo.err) == (1, "turnback: nothing to undo: this session is incognito, so it keeps no copies\n")
@@ -259,7 +260,7 @@ def test_delete_removes_a_session_and_its_copies(cli, engine, home: Path, projec
 
     asked = cli("delete", gone.id[:12])
     assert asked.rc == 1
-    assert asked.lines == [f"delete session {short_id(gone.id)} (to delete): 1 turns and their copies"]
+    assert asked.lines == [f"delete session {short_id(gone.id)} (to delete): 1 turn and its copies"]
     assert "nothing deleted" in asked.err
     assert len(cli("sessions", "--json").json()["sessions"]) == 2
 

@@ -45,12 +45,19 @@ TOOLS = {
 }
 
 
-def serve(home: Path, project: Path, errlog: Path, body: Callable[[ClientSession], Awaitable[T]]) -> T:
-    """Start ``turnback mcp --root PROJECT``, initialize a client session, run *body*, and shut it down."""
+def serve(
+    home: Path,
+    project: Path,
+    errlog: Path,
+    body: Callable[[ClientSession], Awaitable[T]],
+    env: dict[str, str] | None = None,
+) -> T:
+    """Start ``turnback mcp --root PROJECT`` (in *env*, else the tests' own), initialize a client session, run
+    *body*, and shut it down."""
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "turnback", "mcp", "--root", str(project)],
-        env=cli_env(home),
+        env=env or cli_env(home),
         cwd=str(project),
     )
     return drive(params, errlog, body)

@@ -30,7 +30,7 @@ def test_undo_takes_back_the_newest_turn_and_its_created_folders(engine, session
     after_one = tree_state(project)
     turn_of(engine, session, "two", ("README.md", b"2\n"), ("a/b/c.txt", b"new\n"))
     plan = engine.plan_undo(session.id)
-    assert [s.title.split(": ", 1)[1] for s in plan.sections] == ["two"]
+    assert [str(s.title).split(": ", 1)[1] for s in plan.sections] == ["two"]
     assert rows(plan) == [("trash", "a/b/c.txt"), ("trash", "a/b"), ("trash", "a"), ("restore", "README.md")]
     result = engine.apply(plan)
     assert tree_state(project) == after_one
@@ -50,14 +50,14 @@ def test_a_file_changed_after_the_turn_is_skipped_and_force_overwrites_it(engine
     (project / "README.md").write_bytes(b"user\n")
     plan = engine.plan_undo(session.id)
     assert rows(plan) == [("restore", "run.sh"), ("skip", "README.md")]
-    assert plan.rows[1].reason == "changed after the turn; --force overwrites it"
+    assert str(plan.rows[1].reason) == "changed after the turn; --force overwrites it"
     result = engine.apply(plan)
     assert (project / "README.md").read_bytes() == b"user\n"
     assert (project / "run.sh").read_bytes() == b"#!/bin/sh\necho run\n"
     assert (project / "run.sh").stat().st_mode & 0o777 == 0o755
     turn = engine.log(session.id)[0]
     assert turn.undone == "partly"
-    assert result.plan.rows[1].note == "changed after the turn; turnback undo 1 --force overwrites it"
+    assert str(result.plan.rows[1].note) == "changed after the turn; turnback undo 1 --force overwrites it"
     assert result_lines(result)[-1] == (
         "skipped     README.md (changed after the turn; turnback undo 1 --force overwrites it)"
     )
@@ -101,7 +101,7 @@ def test_from_undoes_that_turn_and_every_later_one_newest_first(engine, session,
     turn_of(engine, session, "two", ("README.md", b"2\n"))
     turn_of(engine, session, "three", ("README.md", b"3\n"), ("new/three.txt", b"3"))
     plan = engine.plan_undo(session.id, from_turn=1)
-    assert [s.title.split(": ", 1)[1] for s in plan.sections] == ["three", "two", "one"]
+    assert [str(s.title).split(": ", 1)[1] for s in plan.sections] == ["three", "two", "one"]
     # README.md chains through all three turns: one row, placed last of its rows
     assert rows(plan) == [
         ("trash", "new/three.txt"),
@@ -133,7 +133,7 @@ def test_a_folder_the_user_put_files_in_is_kept(engine, session, project: Path) 
     assert (project / "made" / "mine.txt").read_bytes() == b"mine"
     folder_row = next(r for r in result.plan.rows if r.path == "made")
     assert folder_row.status == "skipped"
-    assert "not empty" in (folder_row.note or "")
+    assert "not empty" in str(folder_row.note or "")
 
 
 def test_a_missing_copy_is_not_covered(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
@@ -142,7 +142,7 @@ def test_a_missing_copy_is_not_covered(engine, session, project: Path) -> None: 
     engine.store.db.execute("DELETE FROM blobs WHERE id=?", (before_blob,))
     plan = engine.plan_undo(session.id)
     assert rows(plan) == [("not covered", "README.md")]
-    assert plan.rows[0].reason == "the earlier copy is missing from the store"
+    assert str(plan.rows[0].reason) == "the earlier copy is missing from the store"
 
 
 def test_undo_is_refused_while_a_turn_runs_and_freed_when_its_holder_dies(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]

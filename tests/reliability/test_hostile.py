@@ -109,7 +109,7 @@ def test_a_fifo_swapped_in_between_plan_and_apply_is_skipped_without_blocking(
         os.mkfifo(project / rel)
     result = within(DEADLINE, lambda: engine.apply(plan))
     for row in result.plan.rows:
-        assert row.status == "skipped" and row.note and "changed since the preview" in row.note, row
+        assert row.status == "skipped" and row.note and row.note.code == "changed_since_preview", row
         assert stat.S_ISFIFO((project / row.path).lstat().st_mode)
     assert not [p for p in Path(engine.store.trash_root).rglob("*") if p.is_file()]
     record("hostile-special-undo", kind="fifo", how="swapped in between plan and apply", blocked=False)

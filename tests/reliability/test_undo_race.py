@@ -146,7 +146,7 @@ def _one_round(
         in_place = _without_appends((project / row.path).read_bytes())
         if row.status == "skipped":
             # Written to before its turn came: left as it is, the appended lines in it, nothing in the trash.
-            assert row.note and "changed since the preview" in row.note, row.note
+            assert row.note and row.note.code == "changed_since_preview", row.note
             assert in_place == _content(number, i) and not (trash / row.path).exists()
             held[row.path] = in_place
             counts.skipped += 1
@@ -154,7 +154,7 @@ def _one_round(
         assert row.status == "done", (row.path, row.status, row.note)
         assert in_place == held[row.path], row.path
         assert _without_appends((trash / row.path).read_bytes()) == _content(number, i), row.path
-        counts.written_during += bool(row.note and "written to as turnback put it back" in row.note)
+        counts.written_during += bool(row.note and "written to as turnback put it back" in str(row.note))
     return counts
 
 

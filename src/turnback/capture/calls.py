@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
+from turnback.catalog import Message
 from turnback.errors import RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import Tree, current_umask, default_file_mode
 from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
@@ -114,22 +115,21 @@ def _missing_parents(where: Location) -> list[Location]:
         if entry is None:
             missing.append(where.at(folder))
         elif entry.is_symlink:
-            raise UnsafePathError(
-                f"{where.at(folder).recorded} is a symbolic link; turnback does not write through links"
-            )
+            raise UnsafePathError(Message("no_write_through_link", path=where.at(folder).recorded))
         elif not entry.is_dir:
-            raise UsageError(f"{where.at(folder).recorded} is {entry.kind_name()}, not a folder")
+            raise UsageError(Message("is_kind_not_folder", path=where.at(folder).recorded, kind=entry.kind_name()))
     return missing
 
 
-def _refuse_non_file(where: Location, state: FileState, verb: str) -> None:
+def _refuse_non_file(where: Location, state: FileState) -> None:
+    """A write goes to a file: a folder, link or special file in its place is refused."""
     path = where.recorded
     if state.kind == "dir":
-        raise UsageError(f"{path} is a folder; turnback can only {verb} a file")
+        raise UsageError(Message("write_folder", path=path))
     if state.kind == "symlink":
-        raise UnsafePathError(f"{path} is a symbolic link; turnback does not {verb} through links")
+        raise UnsafePathError(Message("no_write_through_link", path=path))
     if state.kind == "special":
-        raise UnsafePathError(f"{path} is a FIFO, socket or device; turnback does not {verb} it")
+        raise UnsafePathError(Message("write_special", path=path))
 
 
 def _keeps_copies(target: CallTarget, where: Location) -> bool:
@@ -255,7 +255,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
         elif not isinstance(act, StagedAct):
             act()
     except BaseException as exc:
-        outcome = "it holds what it held before"
+        outcome = Message("failed_write_holds_before")
         with store.transaction():
             for change_id, change in zip(change_ids, changes, strict=False):
                 try:
@@ -264,17 +264,19 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
                     continue
                 if actual.same_as(change.before):
                     store.delete_change(change_id)
-                    outcome = "it holds what it held before"
+                    outcome = Message("failed_write_holds_before")
                 elif actual.same_as(change.after):
                     # The rename got through and a later step (the folder's fsync) failed.
-                    outcome = "it holds the new content, which a power cut may still undo; the call keeps its copy"
+                    outcome = Message("failed_write_holds_new")
                 else:
                     store.set_change_after(change_id, actual, partial=True)
-                    outcome = "it holds neither; the call records what it holds and can be reverted"
+                    outcome = Message("failed_write_holds_neither")
             store.finish_call(call_id, "failed", str(exc) or type(exc).__name__)
         if isinstance(exc, OSError) and not isinstance(exc, TurnbackError):
             written = changes[-1].where.recorded if changes else tool
-            raise UnsafePathError(f"cannot write {written}: {exc.strerror or exc}; {outcome}") from exc
+            raise UnsafePathError(
+                Message("cannot_write", path=written, error=str(exc.strerror or exc), outcome=outcome)
+            ) from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
     with store.transaction(durable=False):
@@ -327,7 +329,7 @@ def record_write(
 
     def prepare() -> Prepared:
         before = _stored_before(target, where)
-        _refuse_non_file(where, before, "write")
+        _refuse_non_file(where, before)
         changes = _content_plan(target, where, data, before)
         mode = changes[-1].after.mode or default_file_mode()
         if len(changes) > 1:  # folders to make first: they would show before the record is durable
@@ -359,16 +361,13 @@ def _edit_source(where: Location, max_file_mib: int) -> tuple[bytes, int]:
     path = where.recorded
     entry = where.tree.lstat(where.rel)
     if entry is None:
-        raise UsageError(f"{path} does not exist; use write to create it")
+        raise UsageError(Message("edit_missing", path=path))
     if entry.is_dir:
-        raise UsageError(f"{path} is a folder; turnback can only edit a file")
+        raise UsageError(Message("edit_folder", path=path))
     if not entry.is_file:
-        raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback edits only regular files, never through links")
+        raise UnsafePathError(Message("edit_not_regular", path=path, kind=entry.kind_name()))
     limit = max_file_mib << 20
-    too_big = RefusedError(
-        f"{path} is larger than snapshot.max_file_mib ({max_file_mib} MiB); turnback edits a file in memory, "
-        "so nothing was changed: write it whole, or raise the limit with turnback config set snapshot.max_file_mib"
-    )
+    too_big = RefusedError(Message("edit_too_big", path=path, limit=max_file_mib))
     if entry.size > limit:
         raise too_big
     chunks, read = [], 0
@@ -386,9 +385,9 @@ def _check_edits(edits: Sequence[TextEdit], *, numbered: bool) -> None:
         return
     for edit in edits:
         if not edit.old:
-            raise UsageError("the old text is empty; give the text to replace")
+            raise UsageError(Message("edit_old_empty"))
         if edit.old == edit.new:
-            raise UsageError("the old and the new text are the same; nothing would change")
+            raise UsageError(Message("edit_same_text"))
 
 
 def edited_bytes(
@@ -403,15 +402,15 @@ def edited_bytes(
         old, new = edit.old.encode("utf-8", "surrogateescape"), edit.new.encode("utf-8", "surrogateescape")
         count = data.count(old) if old else 0
         if numbered and count == 0:
-            raise UsageError(f"edit {number}: the old text is not in {path}; nothing was changed")
+            raise UsageError(Message("edit_numbered", number=number, why=Message("edit_old_missing", path=path)))
         if numbered and count > 1:
-            raise UsageError(f"edit {number}: the old text occurs {count} times in {path}; give more of it")
-        if count == 0:
-            raise UsageError(f"the old text is not in {path}; nothing was changed")
-        if count > 1 and not replace_all:
             raise UsageError(
-                f"the old text occurs {count} times in {path}; give more of the text around it, or use --all"
+                Message("edit_numbered", number=number, why=Message("edit_old_repeated", count=count, path=path))
             )
+        if count == 0:
+            raise UsageError(Message("edit_old_missing", path=path))
+        if count > 1 and not replace_all:
+            raise UsageError(Message("edit_old_ambiguous", count=count, path=path))
         data = data.replace(old, new, -1 if replace_all else 1)
     return data
 
@@ -472,11 +471,11 @@ def record_delete(target: CallTarget, where: Location) -> CallId:
     def prepare() -> Prepared:
         entry = where.tree.lstat(where.rel)
         if entry is None:
-            raise UsageError(f"{path} does not exist")
+            raise UsageError(Message("path_missing", path=path))
         if not (entry.is_file or entry.is_symlink or entry.is_dir):
-            raise UnsafePathError(f"{path} is {entry.kind_name()}; turnback does not delete it")
+            raise UnsafePathError(Message("delete_special", path=path, kind=entry.kind_name()))
         if entry.is_dir and where.tree.has_entries(where.rel):
-            raise UsageError(f"{path} is a folder with files in it; delete its files first")
+            raise UsageError(Message("delete_folder_not_empty", path=path))
         before = _stored_before(target, where)
 
         def act() -> None:
@@ -493,25 +492,25 @@ def record_delete(target: CallTarget, where: Location) -> CallId:
 def record_move(target: CallTarget, src: Location, dst: Location) -> CallId:
     """Move a file or link (replacing a file at the destination, making missing folders)."""
     if src.outside or dst.outside:
-        raise UsageError("turnback moves files inside the project only; copy and delete to move one out or in")
+        raise UsageError(Message("move_outside"))
     if src.rel == dst.rel:
-        raise UsageError("the source and the destination are the same path")
+        raise UsageError(Message("move_same_path"))
     if dst.rel.startswith(src.rel + "/"):
-        raise UsageError(f"cannot move {src.rel} into itself")
+        raise UsageError(Message("move_into_itself", path=src.rel))
 
     def prepare() -> Prepared:
         src_before = _stored_before(target, src)
         if not src_before.exists:
-            raise UsageError(f"{src.rel} does not exist")
+            raise UsageError(Message("path_missing", path=src.rel))
         if src_before.kind == "dir":
-            raise UsageError(f"{src.rel} is a folder; turnback moves files and links (run the move with exec)")
+            raise UsageError(Message("move_folder", path=src.rel))
         if src_before.kind == "special":
-            raise UnsafePathError(f"{src.rel} is a FIFO, socket or device; turnback does not move it")
+            raise UnsafePathError(Message("move_special", path=src.rel))
         dst_before = _stored_before(target, dst)
         if dst_before.kind == "dir":
-            raise UsageError(f"{dst.rel} is a folder; give the full path of the file to move to")
+            raise UsageError(Message("move_onto_folder", path=dst.rel))
         if dst_before.kind == "special":
-            raise UnsafePathError(f"{dst.rel} is a FIFO, socket or device; turnback does not write over it")
+            raise UnsafePathError(Message("move_onto_special", path=dst.rel))
         changes = [PlannedChange(folder, ABSENT, new_folder_state()) for folder in _missing_parents(dst)]
         changes += [PlannedChange(src, src_before, ABSENT), PlannedChange(dst, dst_before, src_before)]
         return changes, lambda: src.tree.rename(src.rel, dst.rel, create_parents=True)
@@ -525,7 +524,7 @@ def record_mkdir(target: CallTarget, where: Location) -> CallId:
     def prepare() -> Prepared:
         entry = where.tree.lstat(where.rel)
         if entry is not None and not entry.is_dir:
-            raise UsageError(f"{where.recorded} exists and is {entry.kind_name()}, not a folder")
+            raise UsageError(Message("mkdir_exists_not_folder", path=where.recorded, kind=entry.kind_name()))
         if entry is not None:
             return [], lambda: None
         folders = [*_missing_parents(where), where]
@@ -593,9 +592,7 @@ class CallRecorder:
         with store.transaction():
             recorded: dict[str, Change] = {change.path: change for change in store.changes_of_call(self.id)}
             if where.recorded not in recorded:
-                raise UsageError(
-                    f"the call never recorded the state of {where.recorded} before writing it; call before() first"
-                )
+                raise UsageError(Message("call_after_without_before", path=where.recorded))
             for folder in [*(where.at(p) for p in parent_paths(where.rel)), where]:
                 change = recorded.get(folder.recorded)
                 if change is None or change.after is not None:

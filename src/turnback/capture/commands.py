@@ -60,8 +60,9 @@ from turnback.capture.scan import (
     rescan_tree,
     scan_tree,
 )
+from turnback.catalog import Message
 from turnback.errors import StoreError
-from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Project
+from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Project, short_id
 from turnback.paths import RelPath
 from turnback.procs import process_alive
 from turnback.store import Store
@@ -110,7 +111,7 @@ class CallBefore(NamedTuple):
     @staticmethod
     def _decode(data: bytes) -> tuple[list[tuple[Any, ...]], bytes]:
         if not data or data[0] != CALL_SNAPSHOT_FORMAT:
-            raise StoreError("a command's snapshot has a format this turnback does not read")
+            raise StoreError(Message("command_snapshot_format"))
         watches, outside = marshal.loads(zstandard.ZstdDecompressor().decompress(data[1:]))
         return watches, outside
 
@@ -536,7 +537,7 @@ def load_call_before(store: Store, call_id: CallId) -> CallBefore:
     loaded = load_snapshot(store, baseline_id) if baseline_id else None
     project = loaded.snapshot if loaded is not None else None
     if data is None or baseline_id is None or project is None:
-        raise StoreError(f"the snapshot taken before command {call_id[:16]} is missing")
+        raise StoreError(Message("command_snapshot_missing", call=short_id(call_id)))
     return CallBefore.decode(data, baseline_id, project)
 
 

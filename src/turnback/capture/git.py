@@ -40,6 +40,7 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
+from turnback.catalog import Message
 from turnback.errors import UnsafePathError
 from turnback.model import ref_short_name as short_name
 from turnback.model import ref_value_text as describe_value
@@ -123,16 +124,16 @@ def _git(root: str, args: Sequence[str], *, gdir: str | None = None) -> subproce
             check=False,
         )
     except OSError as exc:
-        raise UnsafePathError(f"git cannot run in {root}: {exc.strerror or exc}") from exc
+        raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
 
 
 def _find_git_dir(root: str) -> str:
     proc = _git(root, ["rev-parse", "--absolute-git-dir"])
     if proc.returncode != 0:
-        raise UnsafePathError(f"{root} is not in a git repository: {_message(proc)}")
+        raise UnsafePathError(Message("not_git_repository", path=root, error=_message(proc)))
     path = os.fsdecode(proc.stdout.removesuffix(b"\n"))
     if not os.path.isabs(path):
-        raise UnsafePathError(f"git gave no absolute git dir for {root}: {path!r}")
+        raise UnsafePathError(Message("git_dir_not_absolute", path=root, gdir=repr(path)))
     return path
 
 
@@ -170,11 +171,11 @@ def _read_head(root: str, gdir: str) -> RefValue:
     if proc.returncode == 0:
         return SYMREF_PREFIX + _decode(proc.stdout.removesuffix(b"\n"))
     if proc.returncode != 1:
-        raise UnsafePathError(f"HEAD of {gdir} cannot be read: {_message(proc)}")
+        raise UnsafePathError(Message("git_head_unreadable", gdir=gdir, error=_message(proc)))
     proc = _git(root, ["rev-parse", "-q", "--verify", HEAD], gdir=gdir)
     value = _decode(proc.stdout).strip()
     if proc.returncode != 0 or not _OBJECT_ID.fullmatch(value):
-        raise UnsafePathError(f"HEAD of {gdir} is neither a branch nor a commit: {_message(proc)}")
+        raise UnsafePathError(Message("git_head_unknown", gdir=gdir, error=_message(proc)))
     return value
 
 
@@ -187,21 +188,21 @@ def _read_refs_in(root: str, gdir: str) -> dict[str, RefValue]:
         gdir=gdir,
     )
     if proc.returncode != 0:
-        raise UnsafePathError(f"the refs of {gdir} cannot be read: {_message(proc)}")
+        raise UnsafePathError(Message("git_refs_unreadable", gdir=gdir, error=_message(proc)))
     refs: dict[str, RefValue] = {}
     for record in proc.stdout.split(b"\0\n"):
         if not record:
             continue
         fields = record.split(b"\0")
         if len(fields) != 3:
-            raise UnsafePathError(f"git listed a ref of {gdir} in a form turnback does not know: {record!r}")
+            raise UnsafePathError(Message("git_ref_form_unknown", gdir=gdir, record=repr(record)))
         oid, name, symref = (_decode(field) for field in fields)
         if symref:
             # An alias of another ref (refs/heads/master -> main) moves with its
             # target; moving it as well would move the target twice.
             continue
         if not _OBJECT_ID.fullmatch(oid):
-            raise UnsafePathError(f"git gave {name} of {gdir} an object id turnback does not know: {oid!r}")
+            raise UnsafePathError(Message("git_ref_oid_unknown", name=name, gdir=gdir, oid=repr(oid)))
         refs[name] = oid
     refs[HEAD] = _read_head(root, gdir)
     return refs
@@ -336,7 +337,7 @@ def _transaction(
             cwd=root,
         )
     except OSError as exc:
-        raise UnsafePathError(f"git cannot run in {root}: {exc.strerror or exc}") from exc
+        raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
     committed = False
     checked = True
     try:
@@ -389,7 +390,7 @@ def _put_refs(root: str, gdir: str, moves: Sequence[RefMove], *, check_head: Ref
         return True
     if not outcome.message or not _expectations_hold(root, gdir, moves):
         return False
-    raise UnsafePathError(f"git refused to move the refs of {gdir}: {outcome.message}")
+    raise UnsafePathError(Message("git_refused_refs", gdir=gdir, error=outcome.message))
 
 
 def _set_symbolic_head(root: str, gdir: str, move: RefMove) -> bool:
@@ -406,7 +407,7 @@ def _set_symbolic_head(root: str, gdir: str, move: RefMove) -> bool:
         return True
     if _read_head(root, gdir) != move.expect:
         return False
-    raise UnsafePathError(f"git refused to move HEAD of {gdir}: {_message(proc)}")
+    raise UnsafePathError(Message("git_refused_head", gdir=gdir, error=_message(proc)))
 
 
 def _move_head_alone(root: str, gdir: str, move: RefMove) -> bool:
@@ -468,10 +469,7 @@ def _reverse(root: str, gdir: str, done: Sequence[RefMove]) -> None:
     """Take back moves that were committed, with the same compare-and-swap."""
     reverse = [RefMove(move.name, expect=move.target, target=move.expect) for move in done]
     if reverse and not _put_refs(root, gdir, reverse):
-        raise UnsafePathError(
-            f"HEAD of {gdir} could not be moved back after its refs were, and the refs moved again "
-            "before turnback could take its own move back; see `git reflog`"
-        )
+        raise UnsafePathError(Message("git_head_stuck", gdir=gdir))
 
 
 # -- ignored files ---------------------------------------------------------------------------
@@ -493,7 +491,7 @@ def ignored_paths(root: str, paths: Sequence[str], *, scratch_git_dir: str) -> s
         if not os.path.isdir(scratch_git_dir):
             made = _git(root, ["init", "--bare", "-q", scratch_git_dir])
             if made.returncode != 0:
-                raise UnsafePathError(f"git cannot make its scratch repository: {_message(made)}")
+                raise UnsafePathError(Message("git_scratch_failed", error=_message(made)))
         command = ["git", f"--git-dir={scratch_git_dir}", f"--work-tree={root}", "check-ignore", "--stdin", "-z"]
         command.append("--no-index")
     try:
@@ -506,9 +504,9 @@ def ignored_paths(root: str, paths: Sequence[str], *, scratch_git_dir: str) -> s
             check=False,
         )
     except OSError as exc:
-        raise UnsafePathError(f"git cannot run in {root}: {exc.strerror or exc}") from exc
+        raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
     if proc.returncode not in (0, 1):
-        raise UnsafePathError(f"git check-ignore failed in {root}: {_message(proc)}")
+        raise UnsafePathError(Message("git_check_ignore_failed", path=root, error=_message(proc)))
     return {os.fsdecode(item) for item in proc.stdout.split(b"\0") if item}
 
 

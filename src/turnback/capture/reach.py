@@ -24,6 +24,8 @@ import stat
 from collections.abc import Sequence
 from typing import NamedTuple
 
+from turnback.catalog import Message
+
 SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "mksh"})
 # Programs whose only effect is on the paths they are given (each word that is no option is one).
 WRITERS = frozenset({"rm", "rmdir", "unlink", "mv", "cp", "ln", "touch", "mkdir", "chmod", "truncate", "tee", "uniq"})
@@ -51,14 +53,12 @@ HARMLESS_DEVICES = frozenset(
 SYSTEM_FOLDERS = ("/dev", "/proc", "/sys")
 HEREDOC = re.compile(r"(?<!<)<<(-?)\s*(['\"]?)([A-Za-z0-9_]+)\2")
 
-CANNOT_TELL = "turnback cannot tell which files it changes"
-RUNS_CODE = "runs code turnback cannot see into"
-EXPANSION = "a shell expansion ($…, `…`) in the script: turnback cannot tell which files it names"
+EXPANSION = Message("reach_shell_expansion")
 
 
 class Reach(NamedTuple):
     paths: tuple[str, ...]  # absolute, each as the outside paths a command names are spelled
-    reasons: tuple[str, ...]  # what turnback cannot see through
+    reasons: tuple[Message, ...]  # what turnback cannot see through
 
 
 def spelled(full: str) -> str:
@@ -71,14 +71,14 @@ class _Reader:
     def __init__(self, cwd: str):
         self.cwd = cwd
         self.paths: dict[str, None] = {}
-        self.reasons: dict[str, None] = {}
+        self.reasons: dict[Message, None] = {}
 
     def path(self, word: str, *, program: str = "") -> None:
         """A path the command can touch (a pattern: the folder it matches in)."""
         if not word:
             return
         if re.search(r"\{[^}]*(,|\.\.)", word):
-            self.reasons.setdefault(f"brace expansion in {word}: turnback cannot tell which files it names")
+            self.reasons.setdefault(Message("reach_brace_expansion", word=word))
             return
         fixed = re.split(r"[*?\[]", word, maxsplit=1)
         if len(fixed) > 1:  # a pattern: everything it can match is in the folder its fixed part names
@@ -101,7 +101,7 @@ class _Reader:
         word = words[0]
         program = os.path.basename(word)
         if "/" in word and os.path.dirname(word) not in PROGRAM_FOLDERS:
-            self.reasons.setdefault(f"{word} is a program turnback cannot see into")
+            self.reasons.setdefault(Message("reach_unknown_program", program=word))
             return
         args = words[1:]
         if program in WRAPPERS:
@@ -111,11 +111,11 @@ class _Reader:
         elif program in OUTPUT_ONLY:
             pass
         elif program in INTERPRETERS:
-            self.reasons.setdefault(f"{program} {RUNS_CODE}")
+            self.reasons.setdefault(Message("reach_runs_code", program=program))
         elif program == "cd":
-            self.reasons.setdefault("cd in a script: turnback does not follow the folder it moves to")
+            self.reasons.setdefault(Message("reach_cd"))
         elif program == "shred":
-            self.reasons.setdefault("shred destroys file contents on purpose")
+            self.reasons.setdefault(Message("reach_shred"))
         elif program == "sed":
             self.sed(args)
         elif program == "dd":
@@ -129,7 +129,7 @@ class _Reader:
         elif program in WRITERS:
             self.operands(args, program)
         else:
-            self.reasons.setdefault(f"{program}: {CANNOT_TELL}")
+            self.reasons.setdefault(Message("reach_cannot_tell", what=program))
 
     def operands(self, args: Sequence[str], program: str) -> None:
         options = True
@@ -159,7 +159,7 @@ class _Reader:
                     script = arg
                 break
         if script is None:
-            self.reasons.setdefault(f"{program} without -c {RUNS_CODE}")
+            self.reasons.setdefault(Message("reach_shell_without_c", program=program))
             return
         self.script(script)
 
@@ -175,7 +175,7 @@ class _Reader:
         try:
             tokens = list(lexer)
         except ValueError:
-            self.reasons.setdefault("the script has an unclosed quote: turnback cannot read it")
+            self.reasons.setdefault(Message("reach_unclosed_quote"))
             return
         words: list[str] = []
         redirect: str | None = None
@@ -197,7 +197,7 @@ class _Reader:
             if not words and (token in KEYWORDS or token in ("{", "}")):
                 continue
             if not words and token in OPAQUE_KEYWORDS:
-                self.reasons.setdefault(f"the script's {token}: {CANNOT_TELL}")
+                self.reasons.setdefault(Message("reach_script_token", token=token))
                 return
             words.append(token)
         self.command(words)
@@ -234,11 +234,11 @@ class _Reader:
                 if name == "--in-place":
                     in_place = True
                     if "/" in value:
-                        self.reasons.setdefault("sed -i with a backup in another folder: " + CANNOT_TELL)
+                        self.reasons.setdefault(Message("reach_sed_backup_elsewhere"))
                 elif name == "--expression":
                     scripts.append(value if value else (rest.pop(0) if rest else ""))
                 elif name == "--file":
-                    self.reasons.setdefault("sed -f: a script file turnback does not read")
+                    self.reasons.setdefault(Message("reach_sed_script_file"))
                 continue
             if arg.startswith("-") and arg != "-":
                 cluster = arg[1:]
@@ -247,13 +247,13 @@ class _Reader:
                     if flag == "i":
                         in_place = True
                         if "/" in cluster:
-                            self.reasons.setdefault("sed -i with a backup in another folder: " + CANNOT_TELL)
+                            self.reasons.setdefault(Message("reach_sed_backup_elsewhere"))
                         cluster = ""
                     elif flag == "e":
                         scripts.append(cluster if cluster else (rest.pop(0) if rest else ""))
                         cluster = ""
                     elif flag == "f":
-                        self.reasons.setdefault("sed -f: a script file turnback does not read")
+                        self.reasons.setdefault(Message("reach_sed_script_file"))
                         cluster = ""
                     elif flag == "l":
                         if not cluster and rest:
@@ -265,7 +265,7 @@ class _Reader:
             else:
                 files.append(arg)
         if any(_sed_writes_or_runs(script) for script in scripts):
-            self.reasons.setdefault("sed: a script that writes files (w) or runs commands (e): " + CANNOT_TELL)
+            self.reasons.setdefault(Message("reach_sed_writes"))
         if in_place:
             for name in files:
                 self.path(name, program="sed")
@@ -275,7 +275,7 @@ class _Reader:
         while rest and (rest[0] in ("-H", "-L", "-P", "-D") or rest[0].startswith("-O")):
             flag = rest.pop(0)
             if flag == "-L":
-                self.reasons.setdefault("find -L follows links out of the folders it is given")
+                self.reasons.setdefault(Message("reach_find_follows", flag="-L"))
             elif flag == "-D" and rest:
                 rest.pop(0)
         starts: list[str] = []
@@ -284,9 +284,9 @@ class _Reader:
         deletes = False
         for position, arg in enumerate(rest):
             if arg in ("-exec", "-execdir", "-ok", "-okdir"):
-                self.reasons.setdefault(f"find {arg} runs other commands, which turnback cannot see into")
+                self.reasons.setdefault(Message("reach_find_runs", flag=arg))
             elif arg == "-follow":
-                self.reasons.setdefault("find -follow follows links out of the folders it is given")
+                self.reasons.setdefault(Message("reach_find_follows", flag="-follow"))
             elif arg == "-delete":
                 deletes = True
             elif arg in ("-fprint", "-fprint0", "-fprintf", "-fls") and position + 1 < len(rest):
@@ -298,12 +298,12 @@ class _Reader:
     def git(self, args: Sequence[str]) -> None:
         """Only ``git clean`` (from the folder it runs in): any other git command may run hooks or change .git."""
         if not args or args[0] != "clean":
-            self.reasons.setdefault(f"{' '.join(['git', *args[:1]])}: {CANNOT_TELL}")
+            self.reasons.setdefault(Message("reach_cannot_tell", what=" ".join(["git", *args[:1]])))
             return
         words = [w for arg in args[1:] for w in (arg.split() if " " in arg else [arg])]
         flags = [w for w in words if w.startswith("-") and not w.startswith("--")]
         if any("x" in f or "X" in f for f in flags) or "--ignored" in words:
-            self.reasons.setdefault("git clean -x removes ignored files, which the snapshots may leave out")
+            self.reasons.setdefault(Message("reach_git_clean_x"))
         pathspecs = [w for w in words if not w.startswith("-")]
         for spec in pathspecs or ["."]:
             self.path(spec, program="rm")
@@ -404,25 +404,25 @@ def command_reach(argv: Sequence[str], cwd: str) -> Reach:
     return Reach(tuple(reader.paths), tuple(reader.reasons))
 
 
-def untouchable(path: str, store_home: str) -> str | None:
+def untouchable(path: str, store_home: str) -> Message | None:
     """Why no snapshot can hold what a command does to *path*, if none can: ``/``, a device, the store, home."""
     user_home = os.path.realpath(os.path.expanduser("~"))
     if path == "/":
-        return "/ is the whole file system, which no snapshot holds"
+        return Message("reach_whole_file_system")
     if any(path == folder or path.startswith(folder + "/") for folder in SYSTEM_FOLDERS):
-        return f"{path} is a device or a system file, which no snapshot holds"
+        return Message("reach_system_file", path=path)
     if path == store_home or path.startswith(store_home + "/"):
-        return f"{path} is turnback's store, which no snapshot holds"
+        return Message("reach_is_store", path=path)
     if store_home.startswith(path.rstrip("/") + "/"):
-        return f"{path} holds turnback's store, which no snapshot holds"
+        return Message("reach_holds_store", path=path)
     if path == user_home:
-        return f"{path} is the home folder itself, which turnback does not copy whole"
+        return Message("reach_home_folder", path=path)
     try:
         mode = os.stat(path).st_mode  # stat opens nothing, so a FIFO does not block it
     except OSError:
         return None
     if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):  # a device, wherever it is
-        return f"{path} is a device, which no snapshot holds"
+        return Message("reach_device", path=path)
     return None
 
 

@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from turnback.capture import inotify
+from turnback.catalog import Message
 from turnback.procs import process_alive, process_start
 
 WATCH_FOLDER = "watch"
@@ -54,14 +55,14 @@ class WatchAnswer(NamedTuple):
 
     token: str
     paths: dict[str, bool] | None
-    reason: str | None  # why the watcher does not know, when it does not
+    reason: Message | None  # why the watcher does not know, when it does not
     folders: int  # how many folders it watches
 
 
 class WatcherStatus(NamedTuple):
     pid: int
     folders: int
-    reason: str | None  # why scans visit everything even so, if they do (beyond a first scan)
+    reason: Message | None  # why scans visit everything even so, if they do (beyond a first scan)
 
 
 def watch_dir(home: str) -> str:
@@ -102,11 +103,24 @@ def ask(home: str, project_id: str, since: str | None) -> WatchAnswer | None:
         return WatchAnswer(
             str(reply["token"]),
             None if paths is None else {str(path): bool(deep) for path, deep in paths},
-            reply["reason"],
+            _reason_from_wire(reply["reason"]),
             int(reply["folders"]),
         )
     except (OSError, ValueError, KeyError, TypeError):
         return None  # no watcher, a dead one, or a stranger: the scan visits everything
+
+
+def _reason_to_wire(reason: Message | None) -> dict[str, Any] | None:
+    return None if reason is None else reason.to_json()
+
+
+def _reason_from_wire(reason: object) -> Message | None:
+    """A watcher's reason as it sends it: a message's JSON, or the text an older turnback's watcher sends."""
+    if reason is None:
+        return None
+    if isinstance(reason, dict):
+        return Message.from_json(reason)
+    return Message("plain", text=str(reason))
 
 
 def watcher_status(home: str, project_id: str) -> WatcherStatus | None:
@@ -120,7 +134,7 @@ def watcher_status(home: str, project_id: str) -> WatcherStatus | None:
         return None
     answer = ask(home, project_id, None)
     if answer is None:
-        return WatcherStatus(pid, 0, "it does not answer")
+        return WatcherStatus(pid, 0, Message("watcher_does_not_answer"))
     return WatcherStatus(pid, answer.folders, answer.reason)
 
 
@@ -149,8 +163,8 @@ class _Watcher:
         self.folder_of: dict[int, str] = {}
         self.watch_of: dict[str, int] = {}
         self.unbound: set[int] = set()  # watches whose folder left the tree (or came back: then bound again)
-        self.broken: str | None = None  # why nothing can be known any more (the root went away)
-        self.partial: str | None = None  # why some folder is not watched
+        self.broken: Message | None = None  # why nothing can be known any more (the root went away)
+        self.partial: Message | None = None  # why some folder is not watched
         st = os.stat(self.root)
         self.root_id = (st.st_dev, st.st_ino)
         self.add_tree("")
@@ -182,12 +196,10 @@ class _Watcher:
                 wd = self.notify.add_watch(full)
             except OSError as exc:
                 if exc.errno in (errno.ENOSPC, errno.ENOMEM):
-                    self.partial = (
-                        f"the system's inotify watch limit (fs.inotify.max_user_watches) is reached at "
-                        f"{len(self.watch_of)} folders"
-                    )
+                    self.partial = Message("watch_limit_reached", folders=len(self.watch_of))
                 elif exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
-                    self.partial = f"cannot watch {folder or 'the project root'}: {exc.strerror}"
+                    shown = Message("plain", text=folder) if folder else Message("the_project_root")
+                    self.partial = Message("cannot_watch_folder", folder=shown, error=exc.strerror or "")
                 continue  # gone or replaced since it was listed: its removal is an event of its own
             self._bind(folder, wd)
             try:
@@ -241,11 +253,11 @@ class _Watcher:
                     del self.watch_of[folder]
                 del self.folder_of[event.wd]
                 if not folder:
-                    self.broken = "the project folder was moved or deleted"
+                    self.broken = Message("project_folder_gone")
                 continue
             if not event.name:  # about the watched folder itself
                 if event.mask & (inotify.IN_DELETE_SELF | inotify.IN_MOVE_SELF | inotify.IN_UNMOUNT) and not folder:
-                    self.broken = "the project folder was moved or deleted"
+                    self.broken = Message("project_folder_gone")
                 self._mark(folder, deep=False)
                 continue
             name = os.fsdecode(event.name)
@@ -278,7 +290,7 @@ class _Watcher:
         except OSError:
             st = None
         if st is None or (st.st_dev, st.st_ino) != self.root_id:
-            self.broken = "the project folder was moved, deleted or made again"
+            self.broken = Message("project_folder_replaced")
 
     def answer(self, since: object) -> dict[str, Any]:
         self.drain()
@@ -286,7 +298,7 @@ class _Watcher:
         reply: dict[str, Any] = {
             "token": f"{self.instance}:{self.seq}",
             "paths": None,
-            "reason": self.broken or self.partial,
+            "reason": _reason_to_wire(self.broken or self.partial),
             "folders": len(self.watch_of),
         }
         instance, _, seq = since.rpartition(":") if isinstance(since, str) else ("", "", "")

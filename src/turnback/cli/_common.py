@@ -12,8 +12,11 @@ from typing import IO, Any, BinaryIO, Literal, TypeAlias
 
 import turnback
 from turnback import Engine, Plan, Session
+from turnback.catalog import Message, say
 from turnback.render import data, text
-from turnback.render.terminal import escape_line, shell_line
+from turnback.render.terminal import Dim, escape_line, shell_line
+
+DIM, RESET = "\033[2m", "\033[0m"
 
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
@@ -32,9 +35,18 @@ class Output:
         self.stdout = stdout or sys.stdout
         self.stderr = stderr or sys.stderr
 
+    @cached_property
+    def color(self) -> bool:
+        """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
+        return not self.json_mode and self.stdout.isatty() and not turnback.env_no_color()
+
     def line(self, text_line: str = "") -> None:
-        if not self.json_mode:
-            print(escape_line(text_line), file=self.stdout)
+        if self.json_mode:
+            return
+        shown = escape_line(text_line)
+        if isinstance(text_line, Dim) and self.color:
+            shown = f"{DIM}{shown}{RESET}"
+        print(shown, file=self.stdout)
 
     def lines(self, text_lines: list[str]) -> None:
         for text_line in text_lines:
@@ -93,13 +105,10 @@ class Context:
         ref = getattr(self.args, "session", None) or turnback.env_session()
         pick = self.engine.pick_session(ref, self.cwd, with_turns=with_turns)
         if pick.passed_over:
-            newer = len(pick.passed_over)
-            self.out.note(
-                f"turnback: session {turnback.short_id(pick.session.id)}"
-                f"{f' ({pick.session.title})' if pick.session.title else ''}, the latest with turns; "
-                f"{newer} newer {'session has' if newer == 1 else 'sessions have'} none yet "
-                "(turnback sessions lists them; --session picks one)"
-            )
+            picked = turnback.short_id(pick.session.id)
+            if pick.session.title:
+                picked = say("session_with_title", session=picked, title=pick.session.title)
+            self.out.note("turnback: " + say("picked_latest_with_turns", session=picked, count=len(pick.passed_over)))
         return pick.session
 
 
@@ -114,6 +123,13 @@ def common_options() -> argparse.ArgumentParser:
     )
     parent.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object on stdout"
+    )
+    parent.add_argument(
+        "--lang",
+        metavar="LANG",
+        default=argparse.SUPPRESS,
+        help="the language of messages: en, zh-CN or ja (default: TURNBACK_LANG, else lang in config.toml, "
+        "else the locale)",
     )
     return parent
 
@@ -194,24 +210,26 @@ def ask(out: Output, prompt: str, *, yes: bool) -> Answer:
     return "yes" if answer.strip().lower() in ("y", "yes") else "no"
 
 
-def decline(ctx: Context, answer: Answer, *, nothing: str, to_apply: str) -> int:
+def decline(ctx: Context, answer: Answer, *, deleting: bool = False) -> int:
     """Say why nothing was done after *answer* (not yes); the exit code.
 
-    *nothing* opens the line ("nothing changed"); *to_apply* says what ``--yes`` does ("apply it").
-    Where nothing could be asked, the line gives the command again with ``--yes``.
+    Where nothing could be asked, the line gives the command again with ``--yes``; *deleting*: the question
+    was whether to delete a session.
     """
+    nothing = Message("nothing_deleted" if deleting else "nothing_changed")
     if answer == "no terminal":
         command = shell_line(["turnback", *ctx.argv, "--yes"])
-        ctx.out.note(f"{nothing}: there is no terminal to ask at; to {to_apply}, run: {command}")
+        to_apply = Message("to_delete_it" if deleting else "to_apply_it")
+        ctx.out.note(say("declined_no_terminal", nothing=nothing, to_apply=to_apply, command=command))
         return 1
-    why = {"no": "you answered no", "no answer": "no answer was given", "interrupted": "interrupted at the prompt"}
-    ctx.out.note(f"{nothing}: {why[answer]}")
+    why = {"no": "declined_no", "no answer": "declined_no_answer", "interrupted": "declined_interrupted"}[answer]
+    ctx.out.note(say(why, nothing=nothing))
     return EXIT_INTERRUPTED if answer == "interrupted" else 1
 
 
 def wants_color(out: Output) -> bool:
     """Colour only on a terminal, and never when ``NO_COLOR`` is set."""
-    return not out.json_mode and out.stdout.isatty() and not turnback.env_no_color()
+    return out.color
 
 
 def show_call(ctx: Context, call: turnback.Call) -> int:
@@ -234,7 +252,7 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
     """Show *plan*, then apply it when confirmed: the shared flow of undo and revert."""
     out, engine = ctx.out, ctx.engine
     if plan.status == "applying":
-        out.line(f"the {plan.kind} {turnback.short_id(plan.id)} was interrupted; it goes on now:")
+        out.line(say("operation_goes_on", kind=text.op_noun(plan.kind), op=turnback.short_id(plan.id)))
     shown = [row.path for row in plan.rows if row.conflict or row.acts]
     hidden = engine.hidden_paths(plan.session_id, shown)
     out.lines(text.plan_lines(plan, engine.load, diff_limit=engine.config.diff_lines, hidden=hidden))
@@ -245,10 +263,10 @@ def take_back(ctx: Context, plan: Plan, *, yes: bool, dry_run: bool) -> int:
         out.line(text.force_only_line(plan))
         out.json(data.plan_data(plan, applied=False))
         return 1
-    answer = ask(out, f"{plan.kind}? y = yes, n = no", yes=yes)
+    answer = ask(out, text.confirm_prompt(plan), yes=yes)
     if answer != "yes":
         out.json(data.plan_data(plan, applied=False))
-        return decline(ctx, answer, nothing="nothing changed", to_apply="apply it")
+        return decline(ctx, answer)
     result = engine.apply(plan)
     out.lines(text.result_lines(result))
     out.json(data.result_data(result))

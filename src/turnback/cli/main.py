@@ -18,6 +18,7 @@ from typing import BinaryIO, NoReturn
 
 import turnback
 from turnback import boundary
+from turnback.catalog import Message, language, say, word
 from turnback.cli import _common
 from turnback.cli.commands import (
     busy,
@@ -129,7 +130,11 @@ class _Parser(argparse.ArgumentParser):
             return
         verbs = [verb for verb in action.choices if not _is_internal(verb)]
         closest = difflib.get_close_matches(str(value), verbs, n=1)
-        hint = f"did you mean {closest[0]}?" if closest else f"choose from {', '.join(verbs)}"
+        hint = (
+            say("did_you_mean", verb=closest[0])
+            if closest
+            else say("choose_from", verbs=Message("comma_list", items=tuple(verbs)))
+        )
         raise argparse.ArgumentError(action, f"invalid choice: {value!r} ({hint})")
 
     def format_help(self) -> str:
@@ -176,7 +181,7 @@ def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Nam
     if before is not None and args.verb:
         verb_parser = _verb_parser(parser, args)
         if "--session" not in verb_parser._option_string_actions:
-            parser.error(f"--session does not apply to {verb_parser.prog}")
+            parser.error(say("session_does_not_apply", verb=verb_parser.prog))
         if args.session is None:
             args.session = before
     return args
@@ -205,12 +210,14 @@ def _check_text_arguments(args: argparse.Namespace, argv: Sequence[str]) -> None
             except UnicodeEncodeError:
                 flag = "--" + dest.replace("_", "-")
                 name = flag if any(word == flag or word.startswith(flag + "=") for word in argv) else dest
-                raise turnback.UsageError(f"the text given for {name} is not valid UTF-8") from None
+                raise turnback.UsageError(Message("text_not_utf8", name=name)) from None
 
 
 def _report(out: _common.Output, error: turnback.TurnbackError) -> int:
-    hint = " (--uncovered goes ahead without a copy)" if isinstance(error, turnback.UncoveredError) else ""
-    out.note(f"turnback: {error}{hint}")
+    message = error.message
+    if isinstance(error, turnback.UncoveredError):
+        message = Message("uncovered_hint", refusal=message)
+    out.note(f"turnback: {word(message)}")
     out.json(boundary.refusal_data(error, error.exit_code))
     return error.exit_code
 
@@ -230,12 +237,13 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     ctx = _common.Context(args, out, argv=words, stdin=stdin)
     module = COMMANDS[args.verb]
     try:
+        language.set(turnback.pick_language(getattr(args, "lang", None), ctx.home))
         _check_text_arguments(args, words)
         code = int(module.run(ctx, args))
     except turnback.TurnbackError as error:
         code = _report(out, error)
     except KeyboardInterrupt:
-        out.note("turnback: interrupted; an undo that was applying goes on at the next undo")
+        out.note("turnback: " + say("interrupted_goes_on_next_undo"))
         code = _common.EXIT_INTERRUPTED
     except BrokenPipeError:
         code = 0  # the reader (a pager, head) closed the pipe: nothing went wrong here
@@ -247,10 +255,9 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
         except Exception:
             pass
         logged = boundary.log_unexpected(home, "turnback")
-        where = f"; see {logged}" if logged else ""
         if not logged:
             traceback.print_exc()
-        out.note(f"turnback: unexpected error{where}")
+        out.note("turnback: " + (say("unexpected_error_logged", log=logged) if logged else say("unexpected_error")))
         out.json(boundary.error_data("unexpected", "unexpected error", EXIT_UNEXPECTED))
         code = EXIT_UNEXPECTED
     finally:

@@ -15,6 +15,7 @@ from turnback.capture.calls import TextEdit
 from .facade import Engine, TurnHandle
 from .tools import CallHandle
 from .values import (
+    AgentNotice,
     CallHidden,
     CommandNotStarted,
     CommandResult,
@@ -27,6 +28,7 @@ from .values import (
 )
 
 __all__ = [
+    "AgentNotice",
     "CallHandle",
     "CallHidden",
     "CommandNotStarted",

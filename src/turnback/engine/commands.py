@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
 from turnback.capture.calls import CallTarget
+from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.home import agent_environment
 from turnback.model import Call, CallId, CallKind, Change, Project, ProjectId, SessionId, short_id
@@ -191,7 +192,7 @@ class Commands:
         line = command_line(call.changes, self._engine.load, notes=self.overlap_notes(call))
         return CommandResult(call, exit_code, timed_out, line)
 
-    def overlap_notes(self, call: Call) -> Callable[[Change], str | None]:
+    def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
         """Whose each change of *call* may be, when a job or a call running meanwhile may have made it.
 
         Reverting the command, or undoing its turn without that call, leaves such a change for
@@ -231,7 +232,7 @@ class Commands:
         from turnback.capture import commands
 
         if not argv:
-            raise UsageError("give the command to run")
+            raise UsageError(Message("give_command_to_run"))
         target = self._engine._tools.target(session_id)
         workdir = self._engine._paths.workdir(target.project, cwd)
         if target.incognito:
@@ -258,8 +259,9 @@ class Commands:
                 env=_agent_command_environment(),
             )
         except OSError as exc:
-            self._failed(call_id, f"{argv[0]}: {exc.strerror}")
-            raise CommandNotStarted(f"{argv[0]}: {exc.strerror}", exc.errno) from exc
+            not_started = Message("path_system_error", path=argv[0], error=exc.strerror or "")
+            self._failed(call_id, str(not_started))  # the call's error is kept as its English text
+            raise CommandNotStarted(not_started, exc.errno) from exc
         self._set_process(call_id, proc.pid)
         if started is not None:
             started(proc.pid)
@@ -306,10 +308,10 @@ class Commands:
         from turnback.capture import commands
 
         if not argv:
-            raise UsageError("give the command to run")
+            raise UsageError(Message("give_command_to_run"))
         target = self._engine._tools.target(session_id)
         if target.incognito:
-            raise RefusedError("background jobs need copies, and this session is incognito; run the command with exec")
+            raise RefusedError(Message("job_incognito_refused"))
         workdir = self._engine._paths.workdir(target.project, cwd)
         call_id, _ = self._start(target, argv, workdir, kind="job", unasked=unasked)
         options = ["--cwd", workdir, *(["--output", os.path.abspath(output)] if output else [])]
@@ -369,7 +371,7 @@ class Commands:
 
         call = self._engine._history.call(call_ref)
         if call.kind not in ("job", "command") or call.status != "running" or call.pid is None:
-            raise NothingToDoError(f"{short_id(call.id)} is not a running job")
+            raise NothingToDoError(Message("not_a_running_job", call=short_id(call.id)))
         _, pid_start, _, _ = self._store.call_processes(call.id)
         if process_alive(call.pid, pid_start):
             commands.stop_process_group(call.pid)
@@ -391,7 +393,7 @@ class Commands:
         from turnback.capture import commands, reach
 
         if not argv:
-            raise UsageError("give the command to check")
+            raise UsageError(Message("give_command_to_check"))
         project = self._engine._sessions.project_of_session(session_id)
         workdir = self._engine._paths.workdir(project, cwd)
         store_home = self._engine._paths.store_home
@@ -407,19 +409,19 @@ class Commands:
                 reasons.append(untouchable)
             elif commands.is_inside(path, project.root):
                 rel = os.path.relpath(path, project.root)
-                left_out = [
-                    f"{entry_path} is not covered: {entry.reason}"
+                left_out = sorted(  # in path order, not the order the folder happened to list them
+                    (entry_path, entry.reason or "")
                     for entry_path, entry in snapshot.items()
                     if entry.kind == "uncovered"
                     and (entry_path == rel or entry_path.startswith(rel + "/") or rel == ".")
-                ]
-                reasons += sorted(left_out)  # in path order, not the order the folder happened to list them
+                )
+                reasons += [Message("covers_left_out", path=left, why=why) for left, why in left_out]
             elif path not in copied:
-                reasons.append(f"{path} is outside the project, and turnback would not copy it before the command")
+                reasons.append(Message("covers_outside_not_copied", path=path))
             else:
                 refusal = commands.outside_copy_refusal(path, outside)
                 if refusal is not None:
-                    reasons.append(f"{path}: {refusal}")
+                    reasons.append(Message("covers_outside_refused", path=path, why=refusal))
         return Coverage(not reasons, tuple(dict.fromkeys(reasons)))
 
     def scan(self, project: Project) -> int:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING
 
 from turnback.capture.calls import TextEdit
+from turnback.catalog import Message
 from turnback.model import (
     BlobId,
     Call,
@@ -35,7 +36,6 @@ from turnback.model import (
     TurnSummary,
 )
 from turnback.store import Store
-from turnback.store.records import Notice
 
 from .commands import Commands
 from .history import History
@@ -45,6 +45,7 @@ from .storage import Storage
 from .takeback import TakeBack
 from .tools import CallHandle, FileTools
 from .values import (
+    AgentNotice,
     CallHidden,
     CommandResult,
     Coverage,
@@ -255,7 +256,7 @@ class Engine:
     def busy_end(self, session_id: SessionId, reason: str | None = None) -> int:
         return self._sessions.busy_end(session_id, reason)
 
-    def take_notices(self, session_id: SessionId) -> list[Notice]:
+    def take_notices(self, session_id: SessionId) -> list[AgentNotice]:
         return self._sessions.take_notices(session_id)
 
     def catch_up(self, session_id: SessionId) -> None:
@@ -287,7 +288,7 @@ class Engine:
     def active_line(self, session_id: SessionId) -> list[Turn]:
         return self._history.active_line(session_id)
 
-    def files(self, session_id: SessionId) -> list[tuple[str, str]]:
+    def files(self, session_id: SessionId) -> list[tuple[str, Message]]:
         return self._history.files(session_id)
 
     def operations(self, session_id: SessionId) -> list[Plan]:
@@ -305,7 +306,7 @@ class Engine:
     def call_as_it_stands(self, ref: str) -> Call:
         return self._history.as_it_stands(self._history.call(ref))
 
-    def missing_input_reason(self, call: Call) -> str:
+    def missing_input_reason(self, call: Call) -> Message:
         return self._history.missing_input_reason(call)
 
     def call_hidden(self, call: Call) -> CallHidden:
@@ -443,7 +444,7 @@ class Engine:
     def unfinished_commands(self, session_id: SessionId) -> list[Call]:
         return self._commands.unfinished_commands(session_id)
 
-    def overlap_notes(self, call: Call) -> Callable[[Change], str | None]:
+    def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
         return self._commands.overlap_notes(call)
 
     def run_command(

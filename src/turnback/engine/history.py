@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UnsafePathError, UsageError
 from turnback.fsio import Tree
 from turnback.model import Call, CallId, FileState, OpId, Plan, Project, SessionId, Turn, TurnId, TurnSummary, short_id
@@ -37,7 +38,7 @@ class History:
             return self._store.turn(self._store.turn_by_number(session_id, int(ref)).id, with_calls=True)
         turn = self._store.turn(TurnId(self._store.resolve_id("turns", ref, "turn")), with_calls=True)
         if turn.session_id != session_id:
-            raise UsageError(f"turn {short_id(turn.id)} belongs to another session")
+            raise UsageError(Message("turn_of_another_session", turn=short_id(turn.id)))
         return turn
 
     def turn_summary(self, turn: Turn) -> TurnSummary:
@@ -48,11 +49,15 @@ class History:
         changes = net_changes(turn.calls, self._engine.load)
         files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
         project = self._engine._sessions.project_of_session(turn.session_id)
+        line = summary_line(changes, self._engine.config_for(project).groups)
+        if line is None and turn.calls and self._store.session(turn.session_id).incognito:
+            # An incognito session records no change, so "no files changed" would be a guess: say what is known.
+            line = Message("incognito_turn_calls", count=len(turn.calls))
         return TurnSummary(
             files=len(files),
             added=sum(c.added for c in files),
             removed=sum(c.removed for c in files),
-            line=summary_line(changes, self._engine.config_for(project).groups),
+            line=line,
             notes=tuple(
                 views.turn_notes(changes, unasked=any(c.unasked for c in turn.calls), project_root=project.root)
             ),
@@ -65,7 +70,7 @@ class History:
         if ref is None:
             turns = self._store.turns(session_id)
             if not turns:
-                raise NothingToDoError("the session has no turn yet")
+                raise NothingToDoError(Message("session_has_no_turn"))
             turn = self._store.turn(turns[-1].id, with_calls=True)
         else:
             turn = self.turn(session_id, ref)
@@ -75,15 +80,14 @@ class History:
         ignored, note = self._ignored(project, paths)
         return TurnDiff(turn, tuple(changes), ignored, note)
 
-    def _ignored(self, project: Project, paths: Sequence[str]) -> tuple[frozenset[str], str | None]:
+    def _ignored(self, project: Project, paths: Sequence[str]) -> tuple[frozenset[str], Message | None]:
         from turnback.capture import git
 
         try:
             scratch = os.path.join(self._engine.home, "gitignore-scratch.git")
             return frozenset(git.ignored_paths(project.root, paths, scratch_git_dir=scratch)), None
         except UnsafePathError:
-            note = "git cannot run here, so turnback cannot tell which files are ignored: no contents are shown"
-            return frozenset(paths), note
+            return frozenset(paths), Message("ignored_unknown_no_git")
 
     def hidden_paths(self, session_id: SessionId, paths: Sequence[str]) -> frozenset[str]:
         """Which of *paths* the project's .gitignore files ignore: front ends never show their contents."""
@@ -112,7 +116,7 @@ class History:
         turn = self._store.turn(TurnId(self._store.resolve_id("turns", ref, "turn")))
         if turn.session_id != session_id:
             raise RefusedError(
-                f"turn {short_id(turn.id)} belongs to another session, not {short_id(session_id)}; nothing was changed"
+                Message("turn_of_another_session_refused", turn=short_id(turn.id), session=short_id(session_id))
             )
         return turn
 
@@ -125,9 +129,9 @@ class History:
         turn = self.turn_ref(session_id, ref)
         return 0 if turn is None else turn.number
 
-    def files(self, session_id: SessionId) -> list[tuple[str, str]]:
+    def files(self, session_id: SessionId) -> list[tuple[str, Message]]:
         """Each file the active line touched, and its state: as of, created in, deleted in turn N, or reverted."""
-        latest: dict[str, tuple[int, str]] = {}
+        latest: dict[str, Message] = {}
         touched: dict[str, None] = {}
         for turn in self.active_line(session_id):
             for call in self._store.calls_of_turn(turn.id):
@@ -136,11 +140,13 @@ class History:
                         continue
                     touched.setdefault(change.path)
                     if not change.reverted:
-                        word = {"new": "created in", "deleted": "deleted in"}.get(change.kind, "as of")
-                        latest[change.path] = (turn.number, word)
-        return [
-            (path, f"{latest[path][1]} turn {latest[path][0]}" if path in latest else "reverted") for path in touched
-        ]
+                        latest[change.path] = Message(
+                            "file_created_in"
+                            if change.kind == "new"
+                            else ("file_deleted_in" if change.kind == "deleted" else "file_as_of"),
+                            number=turn.number,
+                        )
+        return [(path, latest.get(path) or Message("file_reverted")) for path in touched]
 
     # -- operations ------------------------------------------------------------------------
 
@@ -197,13 +203,13 @@ class History:
             afters.append(now)
         return afters
 
-    def missing_input_reason(self, call: Call) -> str:
+    def missing_input_reason(self, call: Call) -> Message:
         """Why a call has no recorded input."""
         if self._store.session(call.session_id).incognito:
-            return "not kept: the session is incognito"
+            return Message("input_not_kept_incognito")
         if any(change.evicted for change in call.changes):
-            return "dropped with the call's copies by the store.max_mib cap"
-        return "no input recorded"
+            return Message("input_dropped_by_cap")
+        return Message("no_input_recorded")
 
     def call_hidden(self, call: Call) -> CallHidden:
         """Which files .gitignore ignores that the call is about, and so what of it is never shown.
@@ -241,7 +247,7 @@ class History:
         if not hidden.text:
             return call.input  # a command's input is its own words, which its title shows anyway
         if inputs.named_paths(call.input) is None:
-            return inputs.UNREADABLE
+            return inputs.unreadable()
         return inputs.without_contents(call.input)
 
 

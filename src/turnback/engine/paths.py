@@ -19,6 +19,7 @@ import re
 from collections.abc import Callable
 
 from turnback.capture.calls import Location
+from turnback.catalog import Message
 from turnback.errors import UnsafePathError, UsageError
 from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import Project
@@ -28,14 +29,14 @@ _WINDOWS_PATH = re.compile(r"^[A-Za-z]:([\\/]|$)")
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
-def foreign_path_problem(path: str) -> str | None:
+def foreign_path_problem(path: str) -> Message | None:
     """Why *path* is not a path on this host (a ``~``, a Windows drive, a URL), else ``None``."""
     if path == "~" or path.startswith(("~/", "~\\")):
-        return f"{path} starts with ~, which names no folder here; give a path inside the allowed folder"
+        return Message("path_tilde", path=path)
     if _WINDOWS_PATH.match(path):
-        return f"{path} is a Windows path; give a path inside the allowed folder"
+        return Message("path_windows", path=path)
     if _URL.match(path):
-        return f"{path} is a URL, not a path; give a path inside the allowed folder"
+        return Message("path_url", path=path)
     return None
 
 
@@ -55,9 +56,9 @@ class PathPolicy:
         """The real path of a folder to register as a project; refused when it is no folder, or in the store."""
         real = os.path.realpath(root)
         if not os.path.isdir(real):
-            raise UsageError(f"{root} is not a folder")
+            raise UsageError(Message("project_not_a_folder", path=root))
         if self.in_store(real):
-            raise UnsafePathError(f"{root} is inside turnback's store; a project cannot live there")
+            raise UnsafePathError(Message("project_in_store", path=root))
         return real
 
     def _absolute(self, project: Project, path: str, cwd: str | None, *, follow_last: bool) -> str:
@@ -87,16 +88,16 @@ class PathPolicy:
         parent, name = os.path.split(absolute)
         real = os.path.join(os.path.realpath(parent), name) if name else absolute
         if self.in_store(real):
-            raise UnsafePathError(f"{path} is inside turnback's store, which the agent's tools never touch")
+            raise UnsafePathError(Message("path_in_store_untouched", path=path))
         root = project.root.rstrip("/")
         if absolute == root or real == root:
-            raise UsageError(f"{path} is the project root itself, not a file in it")
+            raise UsageError(Message("path_is_project_root", path=path))
         if absolute.startswith(root + "/"):
             return Location(Tree(project.root), make_rel_path(absolute[len(root) + 1 :]))
         if real.startswith(root + "/"):
-            raise UnsafePathError(f"{path} reaches into the project through a link; turnback does not follow links")
+            raise UnsafePathError(Message("path_through_link_into_project", path=path))
         if self.confined:
-            raise UnsafePathError(f"{path} is outside the allowed folder {project.root}")
+            raise UnsafePathError(Message("path_outside_allowed", path=path, root=project.root))
         mode = self._mode_of(project)
         uncovered = None if mode in ("auto", "full") else f"mode {mode} copies nothing outside the project"
         return Location(ROOT_TREE, make_rel_path(real.lstrip("/")), outside=True, uncovered=uncovered)
@@ -110,10 +111,10 @@ class PathPolicy:
         if absolute == root:
             return Tree(project.root), None
         if not absolute.startswith(root + "/"):
-            raise UnsafePathError(f"{path} is outside the allowed folder {project.root}")
+            raise UnsafePathError(Message("path_outside_allowed", path=path, root=project.root))
         rel = make_rel_path(absolute[len(root) + 1 :])
         if self.in_store(absolute):
-            raise UnsafePathError(f"{path} is inside turnback's store")
+            raise UnsafePathError(Message("path_in_store", path=path))
         return Tree(project.root), rel
 
     def unlisted(self, project: Project) -> Callable[[str], bool]:
@@ -135,10 +136,10 @@ class PathPolicy:
         workdir = os.path.realpath(cwd or project.root)
         if self.confined:
             if self.in_store(workdir):
-                raise UnsafePathError(f"{cwd} is inside turnback's store, which the agent's tools never touch")
+                raise UnsafePathError(Message("path_in_store_untouched", path=cwd))
             root = project.root.rstrip("/")
             if workdir != root and not workdir.startswith(root + "/"):
-                raise UnsafePathError(f"{cwd} leads outside the allowed folder {project.root}; commands run inside it")
+                raise UnsafePathError(Message("workdir_outside_allowed", path=cwd, root=project.root))
         return workdir
 
 

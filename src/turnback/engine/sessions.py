@@ -8,6 +8,7 @@ import os
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
+from turnback.catalog import Message
 from turnback.errors import BusyError, RefusedError, StoreError, UsageError
 from turnback.model import Project, Session, SessionId, Turn, TurnId, TurnSummary, short_id
 from turnback.ops.busy import (
@@ -20,11 +21,9 @@ from turnback.ops.busy import (
 )
 from turnback.procs import process_alive, process_start
 
-from .values import SessionPick, SessionStatus
+from .values import AgentNotice, SessionPick, SessionStatus, stored_notice
 
 if TYPE_CHECKING:
-    from turnback.store.records import Notice
-
     from .facade import Engine
 
 TURN_WAIT_S = 60.0
@@ -72,10 +71,10 @@ class Sessions:
             return SessionPick(self.session(ref))
         project = self._store.project_containing(cwd)
         if project is None:
-            raise UsageError(f"{cwd} is in no turnback project; give --session, or run turnback init in the project")
+            raise UsageError(Message("cwd_in_no_project", path=cwd))
         sessions = self._store.sessions(project.id)
         if not sessions:
-            raise UsageError(f"the project {project.root} has no session yet; start one with turnback session new")
+            raise UsageError(Message("project_has_no_session", root=project.root))
         if with_turns:
             default = self.default_session(sessions)
             return SessionPick(default, tuple(sessions[: sessions.index(default)]))
@@ -107,7 +106,7 @@ class Sessions:
         real = os.path.realpath(path)
         project = self._store.project_containing(real)
         if project is None:
-            raise UsageError(f"{real} is in no turnback project; run turnback init there first")
+            raise UsageError(Message("path_in_no_project", path=real))
         return project
 
     # -- turns -----------------------------------------------------------------------------
@@ -128,9 +127,7 @@ class Sessions:
             mark_interrupted_turns(self._store, session_id)
             running = live_running_turns(self._store, session_id)
             if running:
-                raise BusyError(
-                    f"turn {running[-1].number} is still running in this session; end it first (turnback turn end)"
-                )
+                raise BusyError(Message("turn_still_running", number=running[-1].number))
             return self._store.create_turn(
                 session_id, message, holder_pid=pid, holder_start=process_start(pid), refs=refs
             )
@@ -145,13 +142,9 @@ class Sessions:
             turns = self._store.turns(session_id)
             if turns and turns[-1].status == "interrupted":
                 raise RefusedError(
-                    f"no turn is running in this session: turn {turns[-1].number} was interrupted, "
-                    f"{interrupted_reason(turns[-1])}. A turn lasts while the process that ran turnback turn begin "
-                    "(its shell) runs; a harness whose steps run in separate processes passes turn begin --pid "
-                    "with a process that lives for the whole turn, and ends it with turn end. "
-                    "Begin one again (turnback turn begin)"
+                    Message("no_turn_running_interrupted", number=turns[-1].number, why=interrupted_reason(turns[-1]))
                 )
-            raise RefusedError("no turn is running in this session; begin one first (turnback turn begin)")
+            raise RefusedError(Message("no_turn_running"))
         return running[-1]
 
     def mark_interrupted(self, session_id: SessionId) -> list[Turn]:
@@ -187,17 +180,16 @@ class Sessions:
             if not self._store.use_reserve():  # a full disk must not leave the turn running (undo busy)
                 raise
             record_end()
-        warnings = []
+        warnings: list[Message] = []
         try:
             self._engine.enforce_caps(project)
         except StoreError as exc:  # the turn has ended; the cap is enforced again at the next end
-            warnings.append(f"the store's size cap could not be enforced now: {exc}")
+            warnings.append(Message("cap_not_enforced", why=exc.message))
         if self._store.reserve_used:
             warnings.append(RESERVE_FULL)
         ended = self._store.turn(turn.id, with_calls=True)
         cut_short = [
-            f"call {short_id(call.id)} ({call_title(call)}) may be cut short: its end was never recorded; "
-            "counted as its files are now"
+            Message("call_maybe_cut_short", call=short_id(call.id), title=call_title(call))
             for call in ended.calls
             if call.kind == "tool" and call.status == "running"
         ]
@@ -279,7 +271,7 @@ class Sessions:
     def busy_start(self, session_id: SessionId, reason: str, *, holder_pid: int | None = None) -> str:
         """Mark the session busy (compaction, an approval waiting): undo, revert, rollback and resend refuse."""
         if not reason.strip():
-            raise UsageError("say why the session is busy")
+            raise UsageError(Message("busy_needs_reason"))
         self._store.session(session_id)
         pid = holder_pid if holder_pid is not None else os.getpid()
         return self._store.add_busy_mark(session_id, reason.strip(), pid, process_start(pid))
@@ -298,9 +290,9 @@ class Sessions:
         """Remove the session's busy marks whose holder ended without ending them."""
         remove_dead_busy_marks(self._store, session_id)
 
-    def take_notices(self, session_id: SessionId) -> list[Notice]:
+    def take_notices(self, session_id: SessionId) -> list[AgentNotice]:
         """Pending notices for the assistant (``Reverted the change to PATH``), each delivered once."""
-        return self._store.take_notices(session_id)
+        return [stored_notice(path, text) for path, text in self._store.take_notices(session_id)]
 
     def catch_up(self, session_id: SessionId) -> None:
         """Record what happened unseen before the session is looked at: turns whose holder ended are

@@ -6,13 +6,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import Tree
-from turnback.model import FileState, OpId, OpResult, Plan, Project, Session, SessionId, Turn, TurnId, short_id
+from turnback.model import (
+    OP_NOUNS,
+    FileState,
+    OpId,
+    OpResult,
+    Plan,
+    Project,
+    Session,
+    SessionId,
+    Turn,
+    TurnId,
+    short_id,
+)
 from turnback.ops.busy import refuse_if_busy
 from turnback.paths import RelPath
 
-from .values import ResendFile
+from .values import ResendFile, notice_text
 
 if TYPE_CHECKING:
     from .facade import Engine
@@ -86,7 +99,7 @@ class TakeBack:
             turns = history.active_line(session_id)
             changed = self._store.turns_with_changes(session_id)
             if at.session.incognito and not changed:
-                raise NothingToDoError("nothing to undo: this session is incognito, so it keeps no copies")
+                raise NothingToDoError(Message("undo_incognito_no_copies"))
             chosen = [
                 self._store.turn(t.id, with_calls=True)
                 for t in select_undo_turns(turns, changed, number=number, from_number=from_number, force=force)
@@ -148,27 +161,25 @@ class TakeBack:
                 if previewed is not None and previewed.head_from != head:
                     shown = self._store.turn(previewed.head_from).number if previewed.head_from else 0
                     raise RefusedError(
-                        f"the head moved since the preview: it showed turn {shown}, the head is now turn "
-                        f"{self._head_number(head)}. Nothing was changed: look again (turnback rollback {target})"
+                        Message(
+                            "rollback_head_moved_since_preview",
+                            shown=shown,
+                            head=self._head_number(head),
+                            target=target,
+                        )
                     )
             if expect_head is not None:
                 seen = history.turn_ref(session_id, expect_head)
                 if (seen.id if seen else None) != head:
-                    raise RefusedError(
-                        f"stale head: the session's head is turn {self._head_number(head)}, not the one given "
-                        f"({expect_head}); another turn or rollback happened since. Nothing was changed: look again"
-                    )
+                    raise RefusedError(Message("rollback_stale_head", head=self._head_number(head), given=expect_head))
             node = history.turn_ref(session_id, target)
             line = history.active_line(session_id)
             if node is not None and node.id not in {turn.id for turn in line}:
-                raise RefusedError(
-                    f"turn {node.number} is on an abandoned branch, not on the active line; "
-                    "roll back to a turn of the line"
-                )
+                raise RefusedError(Message("rollback_abandoned_branch", number=node.number))
             start = 0 if node is None else [turn.id for turn in line].index(node.id) + 1
             rewound = [self._store.turn(turn.id, with_calls=True) for turn in reversed(line[start:])]
             if not rewound:
-                raise NothingToDoError(f"nothing to roll back: turn {node.number if node else 0} is the head")
+                raise NothingToDoError(Message("rollback_nothing_head", number=node.number if node else 0))
             plan = plan_rollback(
                 self._store,
                 at.tree,
@@ -207,17 +218,17 @@ class TakeBack:
         from turnback.ops.plan import plan_resend
 
         if mode not in ("revert", "anyway", "keep"):
-            raise UsageError(f"resend mode {mode!r}: use revert, anyway or keep")
+            raise UsageError(Message("resend_mode_unknown", mode=repr(mode)))
         history = self._engine._history
 
         def make(at: Preparation) -> Plan:
             edited = history.turn_ref(session_id, target)
             if edited is None:
-                raise UsageError("give the number of the turn whose message is edited (1 or more)")
+                raise UsageError(Message("resend_give_turn"))
             line = history.active_line(session_id)
             ids = [turn.id for turn in line]
             if edited.id not in ids:
-                raise RefusedError(f"turn {edited.number} is on an abandoned branch; edit a message of the active line")
+                raise RefusedError(Message("resend_abandoned_branch", number=edited.number))
             dropped = [self._store.turn(turn.id, with_calls=True) for turn in reversed(line[ids.index(edited.id) :])]
             edited_turn = self._store.turn(edited.id)
             return plan_resend(
@@ -264,18 +275,12 @@ class TakeBack:
         def make(at: Preparation) -> Plan:
             op_id = self._store.newest_op_to_take_back(session_id)
             if op_id is None:
-                raise NothingToDoError("nothing to redo: no operation of this session is left to take back")
+                raise NothingToDoError(Message("redo_nothing"))
             op = self._store.load_plan(op_id)
             if op.kind == "resend":
-                raise RefusedError(
-                    f"the newest operation is an edit and resend ({short_id(op.id)}), which deleted its calls and "
-                    "cannot be taken back; what it displaced is in its trash"
-                )
+                raise RefusedError(Message("redo_resend_refused", op=short_id(op.id)))
             if op.moves_head and at.session.head != op.head_to:
-                raise RefusedError(
-                    f"the session's head moved since the {op.kind} {short_id(op.id)} (turns were added after it), "
-                    "so it cannot be taken back: that would abandon them"
-                )
+                raise RefusedError(Message("redo_head_moved", kind=OP_NOUNS[op.kind], op=short_id(op.id)))
             return plan_redo(self._store, at.tree, at.session, at.project, op, op_id=at.op_id())
 
         return self._plan(session_id, make)
@@ -301,9 +306,7 @@ class TakeBack:
         ]
         if reverted and result.plan.kind in ("revert", "resend"):
             with self._store.transaction():
-                self._store.add_notices(
-                    plan.session_id, [(path, f"Reverted the change to {path}") for path in reverted]
-                )
+                self._store.add_notices(plan.session_id, [(path, notice_text(path)) for path in reverted])
         notes = [note for note in (service_note(path) for path in reverted) if note]
         return result._replace(notes=result.notes + tuple(notes))
 

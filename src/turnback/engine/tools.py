@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from turnback.capture import calls as capture
 from turnback.capture.calls import CallRecorder, CallTarget, Location, TextEdit
+from turnback.catalog import Message
 from turnback.errors import RefusedError, TurnbackError, UncoveredError, UnsafePathError, UsageError
 from turnback.fsio import Tree
 from turnback.model import Call, SessionId
@@ -112,10 +113,7 @@ class FileTools:
         """
         where = self._engine._paths.locate(target.project, path, cwd, follow_last=follow_last)
         if self._store.must_read(session_id, where.recorded) and where.tree.lstat(where.rel) is not None:
-            raise RefusedError(
-                f"{where.recorded} was reverted since the assistant last read it; read it again first "
-                f"(turnback read {where.recorded}) so the change is made to what it holds now"
-            )
+            raise RefusedError(Message("reverted_since_read", path=where.recorded))
         return where
 
     def write(
@@ -200,7 +198,7 @@ class FileTools:
         target = self.target(session_id)
         wheres = [self._writable(session_id, target, path, cwd, follow_last=False) for path in (src, dst)]
         if not replace and wheres[1].tree.lstat(wheres[1].rel) is not None:
-            raise RefusedError(f"Destination already exists: {dst}")
+            raise RefusedError(Message("destination_exists", path=dst))
         entry = wheres[0].tree.lstat(wheres[0].rel)
         if entry is not None and entry.is_dir and not any(where.outside for where in wheres):
             return self._move_folder(session_id, src, dst, *(os.path.join(target.project.root, w.rel) for w in wheres))
@@ -213,7 +211,7 @@ class FileTools:
     def _move_folder(self, session_id: SessionId, src: str, dst: str, src_path: str, dst_path: str) -> Call:
         result = self._engine._commands.run_command(session_id, ["mv", "--", src_path, dst_path])
         if result.exit_code != 0:
-            raise RefusedError(f"could not move {src} to {dst} (mv exit status {result.exit_code})")
+            raise RefusedError(Message("folder_move_failed", src=src, dst=dst, status=result.exit_code))
         return result.call
 
     def mkdir(self, session_id: SessionId, path: str, *, cwd: str | None = None) -> Call:
@@ -227,7 +225,7 @@ class FileTools:
         try:
             data = where.tree.read_bytes(where.rel)
         except FileNotFoundError:
-            raise UsageError(f"{where.recorded} does not exist") from None
+            raise UsageError(Message("file_does_not_exist", path=where.recorded)) from None
         with self._store.transaction():
             self._store.mark_read(session_id, where.recorded)
         return data
@@ -249,7 +247,7 @@ class FileTools:
             return list(wheres)
         max_mib = self._engine.config.store_max_mib
         sized: list[tuple[int, int]] = []  # (index, size) of each file whose copy the call needs
-        refused: dict[int, str] = {}
+        refused: dict[int, Message] = {}
         for index, where in enumerate(wheres):
             entry = where.tree.lstat(where.rel) if where.uncovered is None else None
             if entry is None or not entry.is_file:
@@ -260,7 +258,7 @@ class FileTools:
             except FileNotFoundError:
                 continue
             except UnsafePathError as exc:
-                refused[index] = f"it cannot be read: {exc}"
+                refused[index] = Message("copy_unreadable", why=exc.message)
                 continue
             sized.append((index, entry.size))
         kept = maintenance.turn_kept_bytes(self._store, target.turn.id) if sized else 0
@@ -271,13 +269,18 @@ class FileTools:
                 continue
             if size <= max_mib << 20 and self._already_kept(wheres[index]):
                 continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
-            beside = f"; the running turn keeps {human_size(kept)} already" if kept else ""
-            refused[index] = f"{human_size(size)}, over store.max_mib ({max_mib} MiB){beside}"
+            refused[index] = Message(
+                "copy_over_cap_beside_turn" if kept else "copy_over_cap",
+                size=human_size(size),
+                max_mib=max_mib,
+                kept=human_size(kept),
+            )
         if not refused:
             return list(wheres)
         if not uncovered:
             raise UncoveredError(tuple((wheres[i].recorded, reason) for i, reason in sorted(refused.items())))
-        return [where._replace(uncovered=refused[i]) if i in refused else where for i, where in enumerate(wheres)]
+        # A change's reason is kept in the store as the English sentence, as the snapshots' reasons are.
+        return [where._replace(uncovered=str(refused[i])) if i in refused else where for i, where in enumerate(wheres)]
 
     def _already_kept(self, where: Location) -> bool:
         """Whether the store holds what *where* holds now (its copy is content-addressed): read and hashed only

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, NamedTuple
 
+from turnback.catalog import Message
 from turnback.errors import UsageError
 from turnback.model import Call, Plan, Session, Turn
 
@@ -14,7 +16,7 @@ if TYPE_CHECKING:
 class CommandNotStarted(UsageError):
     """The command could not be started (not found, not executable); ``errno`` tells which."""
 
-    def __init__(self, message: str, errno: int | None):
+    def __init__(self, message: Message, errno: int | None):
         super().__init__(message)
         self.errno = errno
 
@@ -42,7 +44,27 @@ class Coverage(NamedTuple):
     """Whether turnback can take back what a command may destroy, and if not, why."""
 
     covered: bool
-    reasons: tuple[str, ...]
+    reasons: tuple[Message, ...]
+
+
+class AgentNotice(NamedTuple):
+    """What the assistant must be told about *path* (``Reverted the change to PATH``), worded on delivery."""
+
+    path: str
+    message: Message
+
+
+def notice_text(path: str) -> str:
+    """The stored form of the notice that *path* was reverted: its code and parameters, not its words."""
+    return json.dumps(Message("reverted_change_notice", path=path).to_json())
+
+
+def stored_notice(path: str, text: str) -> AgentNotice:
+    """A notice as stored: a message's JSON, or the English sentence an older turnback stored."""
+    try:
+        return AgentNotice(path, Message.from_json(json.loads(text)))
+    except (ValueError, TypeError, KeyError):
+        return AgentNotice(path, Message("plain", text=text))
 
 
 class SessionPick(NamedTuple):
@@ -58,7 +80,7 @@ class TurnDiff(NamedTuple):
     turn: Turn
     changes: tuple[NetChange, ...]
     ignored: frozenset[str]
-    note: str | None = None
+    note: Message | None = None
 
 
 class CallHidden(NamedTuple):
@@ -89,6 +111,7 @@ class TextEdited(NamedTuple):
 
 
 __all__ = [
+    "AgentNotice",
     "CallHidden",
     "CommandNotStarted",
     "CommandResult",
@@ -98,4 +121,6 @@ __all__ = [
     "SessionStatus",
     "TextEdited",
     "TurnDiff",
+    "notice_text",
+    "stored_notice",
 ]

@@ -8,6 +8,7 @@ import os
 import time
 from typing import TYPE_CHECKING
 
+from turnback.catalog import Message
 from turnback.errors import RefusedError
 from turnback.model import Project, ProjectId
 from turnback.procs import process_alive
@@ -36,7 +37,7 @@ class Watcher:
 
         running = watch.watcher_status(self._home, project.id)
         if running is not None:
-            raise RefusedError(f"a watcher already runs for {project.root} (pid {running.pid})")
+            raise RefusedError(Message("watcher_already_runs", root=project.root, pid=running.pid))
         Inotify().close()  # refuse here, not in a detached process, where inotify is missing
         os.makedirs(watch.watch_dir(self._home), mode=0o700, exist_ok=True)
         log_path = os.path.join(watch.watch_dir(self._home), f"{project.id}.log")
@@ -47,8 +48,9 @@ class Watcher:
         while time.monotonic() < deadline:
             if proc.poll() is not None:
                 with open(log_path, "rb") as log:
-                    last = (log.read().decode("utf-8", "replace").strip().splitlines() or ["no reason given"])[-1]
-                raise RefusedError(f"the watcher for {project.root} did not start: {last}")
+                    lines = log.read().decode("utf-8", "replace").strip().splitlines()
+                last = Message("plain", text=lines[-1]) if lines else Message("no_reason_given")
+                raise RefusedError(Message("watcher_did_not_start", root=project.root, why=last))
             status = watch.watcher_status(self._home, project.id)
             if status is not None and status.pid == proc.pid:
                 return proc.pid
@@ -56,7 +58,7 @@ class Watcher:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.terminate()
             proc.wait(1)
-        raise RefusedError(f"the watcher for {project.root} did not answer within {WATCH_START_S:.0f} s; stopped it")
+        raise RefusedError(Message("watcher_no_answer", root=project.root, seconds=round(WATCH_START_S)))
 
     def run(self, project_id: ProjectId) -> None:
         """Be the project's watcher until stopped (the detached process :meth:`start` begins)."""

@@ -41,6 +41,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
+from turnback.catalog import language, say, word
 from turnback.hooks import commandstart
 from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
 
@@ -157,8 +158,8 @@ class _Hook:
         notices = self.engine.take_notices(session.id)
         if not notices:
             return None
-        lines = [text for _, text in notices]
-        lines.append("The user reverted these changes: read each file again before changing it.")
+        lines = [word(notice.message) for notice in notices]
+        lines.append(say("reverted_read_again"))
         return {"hookSpecificOutput": {"hookEventName": "UserPromptSubmit", "additionalContext": "\n".join(lines)}}
 
     def pre_tool(self) -> Output:
@@ -185,7 +186,7 @@ class _Hook:
                     "hookSpecificOutput": {
                         "hookEventName": "PreToolUse",
                         "permissionDecision": "ask",
-                        "permissionDecisionReason": f"turnback {refused.why}. Allow it only if you need no way back.",
+                        "permissionDecisionReason": say("hook_ask_uncovered", why=refused.why),
                     }
                 }
         elif tool in SHELL_TOOLS:
@@ -292,7 +293,7 @@ class _Hook:
         summary = self._end_running(session, keep=running)
         if summary is None or not (summary.line or summary.notes):
             return None
-        return {"systemMessage": "\n".join([line for line in (summary.line, *summary.notes) if line])}
+        return {"systemMessage": "\n".join([word(line) for line in (summary.line, *summary.notes) if line])}
 
     def session_end(self) -> Output:
         session = self.session()
@@ -362,6 +363,7 @@ def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
     The store is opened for the event and closed after it, so settings and keys are read as they are now
     (the hook relay's long-lived process calls this too).
     """
+    worded_in = language.set(_event_language(home))
     try:
         import turnback
 
@@ -374,6 +376,23 @@ def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
 
         log_unexpected(home, f"hook {HARNESS}")
         return "", failure_line(exc)
+    finally:
+        language.reset(worded_in)
+
+
+def _event_language(home: str) -> str:
+    """The language this event's output is worded in (the relay reads it per event: config.toml may change).
+
+    A ``TURNBACK_LANG`` or ``lang`` naming no language words it in English rather than failing the event:
+    a hook that failed would record nothing of the agent's change.
+    """
+    from turnback.errors import TurnbackError
+    from turnback.language import pick_language
+
+    try:
+        return pick_language(None, home)
+    except TurnbackError:
+        return "en"
 
 
 def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:

@@ -14,6 +14,7 @@ import sys
 import tempfile
 from typing import Any
 
+from turnback.catalog import Message
 from turnback.errors import UsageError
 from turnback.hooks.relay import HOOK_TIMEOUT_S
 
@@ -55,9 +56,9 @@ def _read(path: str) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     except ValueError as exc:
-        raise UsageError(f"{path} is not valid JSON ({exc}); fix it first, turnback will not overwrite it") from exc
+        raise UsageError(Message("settings_not_json", path=path, reason=str(exc))) from exc
     if not isinstance(data, dict):
-        raise UsageError(f"{path} does not hold a JSON object; turnback will not overwrite it")
+        raise UsageError(Message("settings_not_object", path=path))
     return data
 
 
@@ -105,14 +106,14 @@ def install(path: str) -> list[str]:
     if hooks is None:
         hooks = data["hooks"] = {}
     if not isinstance(hooks, dict):
-        raise UsageError(f"{path}: 'hooks' is not a JSON object; turnback will not overwrite it")
+        raise UsageError(Message("settings_hooks_not_object", path=path))
     # The timeout is written out, not left to Claude Code's default (which differs between its versions): the
     # hook's exchange with the relay is bounded under it.
     command = {"type": "command", "command": hook_command(), "timeout": HOOK_TIMEOUT_S}
     for event, matcher in EVENTS.items():
         groups = hooks.get(event, [])
         if not isinstance(groups, list):
-            raise UsageError(f"{path}: hooks.{event} is not a list; turnback will not overwrite it")
+            raise UsageError(Message("settings_event_not_list", path=path, event=event))
         group: dict[str, Any] = {"hooks": [command]}
         if matcher is not None:
             group = {"matcher": matcher, **group}

@@ -112,9 +112,12 @@ def wanted(event: dict[str, Any]) -> bool:
 
 def failure_line(exc: BaseException) -> str:
     """The one line a hook prints about turnback's own trouble (it names paths: control characters escaped)."""
+    from turnback.catalog import say, word
+    from turnback.errors import TurnbackError
     from turnback.render.terminal import escape_line  # only on this rare path: a hook imports little
 
-    return escape_line(f"turnback: hook failed ({type(exc).__name__}: {exc}); the agent goes on") + "\n"
+    why = word(exc.message) if isinstance(exc, TurnbackError) else str(exc)
+    return escape_line(say("hook_failed", error=type(exc).__name__, why=why)) + "\n"
 
 
 def _at_socket(home: str, call: Callable[[str], None]) -> None:
@@ -158,7 +161,11 @@ def _same_user(sock: socket.socket) -> bool:
 
 
 def _store_env() -> dict[str, str | None]:
-    return {name: os.environ.get(name) for name in SAME_STORE_ENV}
+    """What of the environment the relay must share with a hook to handle its event: how the store opens, and
+    the language its output is worded in (``TURNBACK_LANG``, the locale)."""
+    from turnback.home import ENV_LANG, LOCALE_VARIABLES  # os and sys only: a hook can afford it
+
+    return {name: os.environ.get(name) for name in (*SAME_STORE_ENV, ENV_LANG, *LOCALE_VARIABLES)}
 
 
 def _read_all(sock: socket.socket) -> bytes:

@@ -52,6 +52,7 @@ from wcmatch import glob
 
 import turnback
 from turnback import Engine, Session, TurnbackError
+from turnback.catalog import Message, language, say, word
 from turnback.engine import TextEdit, TextEdited
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
@@ -178,6 +179,11 @@ class CommandJob:
                 pass
 
 
+def _why(exc: OSError | TurnbackError) -> str:
+    """Why a folder could not be read, in the session's language (an OS error says it in its own words)."""
+    return word(exc.message) if isinstance(exc, TurnbackError) else str(exc)
+
+
 class Tools:
     """The tool implementations: each parses, calls the engine, and words the result for the model."""
 
@@ -203,7 +209,7 @@ class Tools:
         try:
             return work()
         except TurnbackError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(word(exc.message)) from exc
         except OSError as exc:
             raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}".strip(": ")) from exc
 
@@ -211,13 +217,13 @@ class Tools:
         try:
             return self.engine.read(self.session.id, path, cwd=self.root)
         except TurnbackError as exc:
-            raise ToolError(str(exc)) from exc
+            raise ToolError(word(exc.message)) from exc
         except FileNotFoundError as exc:
-            raise ToolError(f"{path} does not exist") from exc
+            raise ToolError(say("path_missing", path=path)) from exc
 
     def read_text_file(self, path: str, head: int | None = None, tail: int | None = None) -> str:
         if head is not None and tail is not None:
-            raise ToolError("give head or tail, not both")
+            raise ToolError(say("mcp_head_or_tail"))
         text = self._read(path).decode("utf-8", "replace")
         lines = text.splitlines(keepends=True)
         if head is not None:
@@ -233,7 +239,7 @@ class Tools:
             try:
                 parts.append(f"{path}:\n{self._read(path).decode('utf-8', 'replace')}\n")
             except ToolError as exc:
-                parts.append(f"{path}: Error - {exc}")
+                parts.append(say("mcp_file_unreadable", path=path, why=str(exc)))
         return "\n---\n".join(parts)
 
     def read_media_file(self, path: str) -> ImageContent | AudioContent | EmbeddedResource:
@@ -261,7 +267,7 @@ class Tools:
                 raw_input={"path": path, "content": content},
             )
         )
-        return f"Successfully wrote to {path} (call {turnback.short_id(call.id)})"
+        return say("mcp_wrote", path=path, call=turnback.short_id(call.id))
 
     def edit_file(self, path: str, edits: list[EditOperation], dryRun: bool = False) -> str:
         def work() -> TextEdited:
@@ -280,7 +286,7 @@ class Tools:
 
     def create_directory(self, path: str) -> str:
         self._call(lambda: self.engine.mkdir(self.session.id, path, cwd=self.root))
-        return f"Successfully created directory {path}"
+        return say("mcp_created_directory", path=path)
 
     def _where(self, path: str, *, follow: bool = True) -> tuple[Any, Any]:
         found: tuple[Any, Any] = self._answer(
@@ -293,7 +299,7 @@ class Tools:
         try:
             entries = tree.list_folder(rel)
         except (OSError, TurnbackError) as exc:
-            raise ToolError(f"cannot list {path}: {exc}") from exc
+            raise ToolError(say("mcp_cannot_list", path=path, why=_why(exc))) from exc
         return "\n".join(
             f"{'[DIR]' if entry.is_dir else '[FILE]'} {name}"
             for name, entry in entries
@@ -309,7 +315,7 @@ class Tools:
                 if not self._hidden(f"{rel}/{name}" if rel else name)
             ]
         except (OSError, TurnbackError) as exc:
-            raise ToolError(f"cannot list {path}: {exc}") from exc
+            raise ToolError(say("mcp_cannot_list", path=path, why=_why(exc))) from exc
         if sortBy == "size":
             entries.sort(key=lambda item: -item[1].size)
         else:
@@ -321,8 +327,8 @@ class Tools:
         files = [entry for _, entry in entries if not entry.is_dir]
         lines += [
             "",
-            f"Total: {len(files)} files, {len(entries) - len(files)} directories",
-            f"Combined size: {format_size(sum(entry.size for entry in files))}",
+            say("mcp_total", files=len(files), folders=len(entries) - len(files)),
+            say("mcp_combined_size", size=format_size(sum(entry.size for entry in files))),
         ]
         return "\n".join(lines)
 
@@ -344,12 +350,12 @@ class Tools:
         try:
             return json.dumps(self._tree(tree, rel, excludePatterns or [], rel), indent=2)
         except (OSError, TurnbackError) as exc:
-            raise ToolError(f"cannot walk {path}: {exc}") from exc
+            raise ToolError(say("mcp_cannot_walk", path=path, why=_why(exc))) from exc
 
     def move_file(self, source: str, destination: str) -> str:
         """Move a file, link or folder; refused when the destination exists (the reference's contract)."""
         self._call(lambda: self.engine.move(self.session.id, source, destination, cwd=self.root, replace=False))
-        return f"Successfully moved {source} to {destination}"
+        return say("mcp_moved", source=source, destination=destination)
 
     def search_files(self, path: str, pattern: str, excludePatterns: list[str] | None = None) -> str:
         tree, rel = self._where(path)
@@ -370,8 +376,8 @@ class Tools:
         try:
             walk(rel)
         except (OSError, TurnbackError) as exc:
-            raise ToolError(f"cannot search {path}: {exc}") from exc
-        return "\n".join(found) if found else "No matches found"
+            raise ToolError(say("mcp_cannot_search", path=path, why=_why(exc))) from exc
+        return "\n".join(found) if found else say("mcp_no_matches")
 
     def get_file_info(self, path: str) -> str:
         tree, rel = self._where(path)
@@ -380,7 +386,7 @@ class Tools:
         else:
             entry = tree.lstat(rel)
             if entry is None:
-                raise ToolError(f"{path} does not exist")
+                raise ToolError(say("path_missing", path=path))
             st = os.lstat(os.path.join(self.root, rel))  # a link here leads outside the root: not followed
         times = {
             "created": st.st_ctime,
@@ -399,11 +405,11 @@ class Tools:
         return "\n".join(lines)
 
     def list_allowed_directories(self) -> str:
-        return f"Allowed directories:\n{self.root}"
+        return say("mcp_allowed_directories", root=self.root)
 
     def delete_file(self, path: str) -> str:
         self._call(lambda: self.engine.delete(self.session.id, path, cwd=self.root))
-        return f"Successfully deleted {path}"
+        return say("mcp_deleted", path=path)
 
     def run_command(self, command: str, timeout: float | None = None, cwd: str | None = None) -> str:
         return self.run_command_at(command, self.command_workdir(cwd), timeout, CommandJob())
@@ -447,9 +453,9 @@ class Tools:
             text = output.read().decode("utf-8", "replace")
         lines = [text.rstrip("\n")] if text else []
         if result.timed_out:
-            lines.append(f"(still running after {timeout:g} s; it goes on, and its changes are recorded when it ends)")
+            lines.append(say("mcp_command_still_running", seconds=f"{timeout:g}"))
         else:
-            lines.append(f"(exit status {result.exit_code})")
+            lines.append(say("mcp_exit_status", status=result.exit_code))
         line = result.line or command_line(result.call.changes, engine.load)
         if line:
             lines.append(line)
@@ -616,18 +622,16 @@ def _unreadable_reply(problem: Exception) -> JSONRPCError | None:
     try:
         message = json.loads(given if isinstance(given, str) else "")  # Python's reader takes lone surrogates
     except ValueError:
-        return JSONRPCError(
-            jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message="the message is not valid JSON")
-        )
+        return JSONRPCError(jsonrpc="2.0", id=None, error=ErrorData(code=PARSE_ERROR, message=say("mcp_not_json")))
     if not isinstance(message, dict) or "id" not in message:
         return None
     request_id = message["id"]
     if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
         request_id = None
     if any(error.get("type") == "json_invalid" for error in errors):  # JSON to Python, not to the SDK: surrogates
-        reason = "the request holds text that is not Unicode (a lone surrogate such as \\ud800); nothing was done"
+        reason = say("mcp_request_not_unicode")
     else:
-        reason = "the request is not a JSON-RPC request this server reads; nothing was done"
+        reason = say("mcp_request_unreadable")
     return JSONRPCError(jsonrpc="2.0", id=request_id, error=ErrorData(code=INVALID_REQUEST, message=reason))
 
 
@@ -692,13 +696,18 @@ async def run_command_served(tools: Tools, command: str, timeout: float | None, 
         raise
 
 
-def serve(root: str, *, home: str | None = None, title: str | None = None) -> None:
-    """Serve the tools for the folder *root* over stdio until the client disconnects."""
+def serve(root: str, *, home: str | None = None, title: str | None = None, lang: str | None = None) -> None:
+    """Serve the tools for the folder *root* over stdio until the client disconnects.
+
+    Results and errors are worded in one language for the whole session: *lang* (``--lang``), else what
+    :func:`turnback.pick_language` finds (``TURNBACK_LANG``, ``lang`` in config.toml, the locale).
+    """
     real_root = os.path.realpath(root)
     if not os.path.isdir(real_root):
-        raise turnback.UsageError(f"{root} is not a folder")
+        raise turnback.UsageError(Message("mcp_root_not_folder", path=root))
     engine = turnback.open(home, confined=True)
     try:
+        language.set(turnback.pick_language(lang, engine.home))
         session = engine.new_session(real_root, title=title or "MCP client")
         gap = float(engine.config_value("mcp.turn_gap_s", project_root=real_root))  # type: ignore[arg-type]
         anyio.run(_run_stdio, build_server(Tools(engine, session, real_root, gap)))

@@ -36,20 +36,24 @@ from collections.abc import Callable, Iterator
 
 from turnback.capture import git
 from turnback.capture.states import probe_state
+from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError
 from turnback.fsio import Tree, ensure_private_dir
 from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId, short_id
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
-from turnback.ops.plan import tree_path
+from turnback.ops.reasons import clauses, with_flag_command
+from turnback.ops.rows import tree_path
 from turnback.paths import RelPath
 from turnback.store import Store
 
-PLAN_AGAIN = "plan again to see it"
-CHANGED_SINCE_PREVIEW = f"changed since the preview; nothing was done to it ({PLAN_AGAIN})"
-NOT_EMPTY = "the folder is not empty: it holds files the agent did not make; left as it is"
-NO_SUDO = "permission denied; turnback never uses sudo: restore it yourself, e.g. from the trash"
-WRITTEN_DURING = "it was written to as turnback put it back: the trash holds what it held, with those writes"
-REFS_TOGETHER = f"a ref moved between the preview and the undo, so no ref was moved ({PLAN_AGAIN})"
+PLAN_AGAIN = Message("plan_again")
+CHANGED_SINCE_PREVIEW = Message("changed_since_preview", then=PLAN_AGAIN)
+NOT_EMPTY = Message("folder_not_empty")
+NO_SUDO = Message("no_sudo")
+WRITTEN_DURING = Message("written_during_restore")
+REFS_TOGETHER = Message("refs_moved_together", then=PLAN_AGAIN)
+# The outcomes that name a plan made again as what to do next; _settle_turns names the command that makes it.
+_PLANS_AGAIN = ("changed_since_preview", "refs_moved_together")
 
 
 class _Changed(Exception):
@@ -120,7 +124,7 @@ class _Applier:
             shared = held.st_nlink > 1
             displaced.linked = not special and not shared and tree.link_into(path, self.trash, name, held)
         except UnsafePathError as exc:
-            if "was replaced" in str(exc):
+            if exc.code == "path_replaced":
                 raise _Changed from exc
             raise
         displaced.seen = _written(os.fstat(displaced.fd))  # before reading: a write from now on shows after the swap
@@ -140,7 +144,7 @@ class _Applier:
             self.trash.unlink(name)  # written to since the plan: the file keeps its bytes, the row is skipped
             raise _Changed
 
-    def _keep_late_writes(self, row: PlanRow, current: FileState, displaced: _Displaced) -> str | None:
+    def _keep_late_writes(self, row: PlanRow, current: FileState, displaced: _Displaced) -> Message | None:
         """After the swap: a note when the displaced file was written to after it was checked.
 
         A linked file keeps those writes in the trash by itself; a copied one
@@ -202,7 +206,7 @@ class _Applier:
                 relative = os.path.relpath(folder, self.trash_dir)
                 self.trash.remove_temp_files(None if relative == "." else RelPath(relative))
 
-    def apply_row(self, row: PlanRow) -> tuple[RowStatus, str | None]:
+    def apply_row(self, row: PlanRow) -> tuple[RowStatus, Message | None]:
         if row.action == "mark":
             return "done", row.reason
         if row.action not in ("restore", "trash"):
@@ -233,17 +237,18 @@ class _Applier:
                 return "skipped", NOT_EMPTY
             if exc.errno in (errno.EACCES, errno.EPERM):
                 return "failed", NO_SUDO
-            return "failed", f"{exc.strerror or exc}"
+            return "failed", Message("plain", text=str(exc.strerror or exc))
         except UnsafePathError as exc:
-            if "permission denied" in str(exc):
+            if exc.code == "permission_denied":
                 return "failed", NO_SUDO
-            return "skipped", str(exc)
+            return "skipped", exc.message
         except BlobCorruptError as exc:
-            return "failed", f"{exc}; the file was left as it is"
-        return "done", "; ".join([*row.warnings, *([late] if late else [])]) or None
+            return "failed", clauses(exc.message, Message("file_left_as_is"))
+        outcome = (*row.warnings, *([late] if late else []))
+        return "done", (clauses(*outcome) if len(outcome) > 1 else outcome[0]) if outcome else None
 
 
-def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note: str | None) -> None:
+def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note: Message | None) -> None:
     """Journal one row's outcome; a row done marks the changes it took back reverted, in the same transaction."""
     with store.transaction():
         store.set_row_status(plan.id, row.seq, status, note)
@@ -254,7 +259,7 @@ def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note:
                 store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
 
 
-def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, str | None]]:
+def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message | None]]:
     """Move the refs of *rows* back: all that still hold what the plan saw, in one transaction, or none.
 
     A ref that already holds its target (a resumed run) is done; one that
@@ -262,7 +267,7 @@ def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, str | No
     transaction with one stale ref moves nothing.
     """
     current = git.read_refs(root) or {}
-    outcomes: list[tuple[RowStatus, str | None]] = []
+    outcomes: list[tuple[RowStatus, Message | None]] = []
     moves = []
     for row in rows:
         assert row.ref is not None
@@ -281,7 +286,7 @@ def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, str | No
     try:
         moved = git.move_refs(root, moves)
     except TurnbackError as exc:
-        return [(s, n) if s != "pending" else ("failed", str(exc)) for s, n in outcomes]
+        return [(s, n) if s != "pending" else ("failed", exc.message) for s, n in outcomes]
     if not moved:
         return [(s, n) if s != "pending" else ("skipped", REFS_TOGETHER) for s, n in outcomes]
     return [(s, n) if s != "pending" else ("done", None) for s, n in outcomes]
@@ -302,17 +307,18 @@ def _settle_turns(store: Store, plan: Plan) -> None:
     for row in plan.rows:
         if row.status != "skipped":
             continue
-        if plan.kind == "revert" and row.note and PLAN_AGAIN in row.note:
+        plans_again = row.note is not None and row.note.code in _PLANS_AGAIN
+        if plan.kind == "revert" and plans_again:
             command = f"turnback revert {short_id(plan.call_id or '')}"
         elif plan.kind == "undo" and row.turn_id in numbers:
             command = f"turnback undo {numbers[row.turn_id]}"
         else:
             continue
         # Name the command that acts on what this operation left, rather than a plain "undo" that will not.
-        if row.note and PLAN_AGAIN in row.note:
-            note = row.note.replace(PLAN_AGAIN, f"{command} plans it again")
-        elif row.force_only:
-            note = (row.reason or "").replace("--force", f"{command} --force")
+        if plans_again and row.note is not None:
+            note = Message(row.note.code, then=Message("command_plans_it_again", command=command))
+        elif row.force_only and row.reason is not None:
+            note = with_flag_command(row.reason, f"{command} --force")
         else:
             continue
         store.set_row_status(plan.id, row.seq, "skipped", note)
@@ -323,13 +329,10 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
     with session_apply_lock(store, plan.session_id):
         plan = store.load_plan(plan.id)  # what the journal says now, under the lock
         if plan.status == "done":
-            raise NothingToDoError(f"operation {plan.id[:16]} was already applied")
+            raise NothingToDoError(Message("already_applied", op=short_id(plan.id)))
         resumed = plan.status == "applying"
         if not resumed and store.op_evicted(plan.id):
-            raise RefusedError(
-                f"the preview {short_id(plan.id)} is too old: the store cap dropped the copies it needs. "
-                "Nothing was changed: plan again"
-            )
+            raise RefusedError(Message("preview_evicted", op=short_id(plan.id)))
         refuse_if_busy(store, plan.session_id)
         applier = _Applier(store, tree, plan)  # refuses an unsafe trash folder before anything is marked
         with store.transaction():
@@ -338,6 +341,8 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
         ref_rows = []
+        status: RowStatus
+        note: Message | None
         for row in plan.rows:
             if row.status != "pending":
                 continue
@@ -347,7 +352,7 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
             try:
                 status, note = applier.apply_row(row)
             except TurnbackError as exc:
-                status, note = "failed", str(exc)
+                status, note = "failed", exc.message
             _settle_row(store, plan, row, status, note)
         if ref_rows:
             for row, (status, note) in zip(ref_rows, _move_refs(tree.root, ref_rows), strict=True):
@@ -366,13 +371,14 @@ def _refuse_stale_head(store: Store, plan: Plan) -> None:
     """A rollback, resend or redo applies only to the head it was planned against."""
     head = store.session(plan.session_id).head
     if head != plan.head_from:
-        raise RefusedError(
-            f"the session's head moved since the preview (it is {short_id(head) if head else 'the start'}, "
-            f"not {short_id(plan.head_from) if plan.head_from else 'the start'}); nothing was changed: plan again"
-        )
+        raise RefusedError(Message("head_moved_since_preview", now=_head_name(head), seen=_head_name(plan.head_from)))
 
 
-def _finish_operation(store: Store, plan: Plan) -> tuple[str, ...]:
+def _head_name(head: TurnId | None) -> Message:
+    return Message("turn_id_shown", turn=short_id(head)) if head else Message("the_start")
+
+
+def _finish_operation(store: Store, plan: Plan) -> tuple[Message, ...]:
     """What an operation does after its rows: a resend drops its calls, a rollback or resend moves the head,
     a redo marks the operation it took back. Returns notes for the result."""
     if plan.kind == "redo" and plan.reverses and any(row.status == "done" for row in plan.rows):
@@ -382,20 +388,19 @@ def _finish_operation(store: Store, plan: Plan) -> tuple[str, ...]:
     if plan.kind == "resend":
         stuck = [row for row in plan.rows if row.status in ("skipped", "failed")]
         if stuck and plan.resend_mode == "revert":
-            count = len(stuck)
-            return (
-                f"nothing was resent: {count} change{'s' if count != 1 else ''} could not be reverted (above); "
-                "the reverts done stay done. --anyway drops their copies and resends, --keep resends as they are",
-            )
+            return (Message("nothing_resent", count=len(stuck)),)
         store.drop_calls_of_turns([TurnId(t) for t in plan.turn_ids])
     if not store.set_head_if_equals(plan.session_id, plan.head_from, plan.head_to):
         head = store.session(plan.session_id).head
         if head != plan.head_to:  # a resumed run may have moved it already
-            return ("the session's head moved while this applied, so it was not moved",)
+            return (Message("head_moved_while_applying"),)
     if plan.kind == "resend":
-        parent = f"turn {store.turn(plan.head_to).number}" if plan.head_to else "the start"
-        count = len(plan.turn_ids)
-        return (f"resent: {count} turn{'s' if count != 1 else ''} taken away; the next turn continues from {parent}",)
+        parent = (
+            Message("turn_number_shown", number=store.turn(plan.head_to).number)
+            if plan.head_to
+            else Message("the_start")
+        )
+        return (Message("resent_turns_taken_away", count=len(plan.turn_ids), parent=parent),)
     return ()
 
 

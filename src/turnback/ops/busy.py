@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Iterator
 
+from turnback.catalog import Message
 from turnback.errors import BusyError
 from turnback.fsio import ensure_private_dir
 from turnback.model import Call, ProjectId, SessionId, Turn, short_id
@@ -146,31 +147,25 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
     running = live_running_turns(store, session_id)
     if running:
         turn = running[-1]
-        holder = f" (held by process {turn.holder_pid})" if turn.holder_pid else ""
-        raise BusyError(
-            f"turn {turn.number} is running in this session{holder}; "
-            "wait for it to end (turnback turn end) before taking changes back"
-        )
+        if turn.holder_pid:
+            raise BusyError(Message("busy_turn_held", number=turn.number, pid=turn.holder_pid))
+        raise BusyError(Message("busy_turn", number=turn.number))
     for _, reason, pid, pid_start in store.busy_marks(session_id):
         if pid is not None and not process_alive(pid, pid_start):
             continue  # its holder ended without ending it (see remove_dead_busy_marks)
-        holder = f" (marked by process {pid})" if pid else ""
-        raise BusyError(f"the session is busy: {reason}{holder}; wait until it ends (turnback busy end)")
+        if pid:
+            raise BusyError(Message("busy_mark_held", reason=reason, pid=pid))
+        raise BusyError(Message("busy_mark", reason=reason))
     session = store.session(session_id)
     for call in live_commands(store, session.project_id):
         own = call.session_id == session_id
         ident = short_id(call.id)
+        command = _command_text(call)
         if call.kind == "job":
-            whose = "" if own else " of another session of this project"
-            raise BusyError(
-                f"background job {ident}{whose} is running ({_command_text(call)}); "
-                f"stop it first: turnback jobs stop {ident}"
-            )
-        whose = "" if own else " of another session of this project"
-        raise BusyError(
-            f"a command{whose} is still running ({_command_text(call)}); "
-            f"wait for it to end, or stop it: turnback jobs stop {ident}"
-        )
+            code = "busy_job" if own else "busy_job_other_session"
+            raise BusyError(Message(code, job=ident, command=command))
+        code = "busy_command" if own else "busy_command_other_session"
+        raise BusyError(Message(code, call=ident, command=command))
 
 
 def remove_dead_busy_marks(store: Store, session_id: SessionId) -> None:
@@ -198,8 +193,9 @@ def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0
                     time.sleep(0.05)
                     continue
                 holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-                named = f" (process {holder})" if holder else ""
-                raise BusyError(f"an undo is being applied in this session{named}; wait for it to finish") from None
+                if holder:
+                    raise BusyError(Message("busy_applying_held", pid=holder)) from None
+                raise BusyError(Message("busy_applying")) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         try:

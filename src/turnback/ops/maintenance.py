@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_snapshot, stored_entries
-from turnback.errors import RecordDamagedError, StoreError, UsageError
+from turnback.catalog import Message
+from turnback.errors import RecordDamagedError, StoreError, TurnbackError, UsageError
 from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId
 from turnback.store import Store
 
@@ -207,8 +208,8 @@ class Damage(NamedTuple):
 
     blobs: tuple[bytes, ...]  # copies that are damaged or missing
     calls_by_session: dict[str, tuple[str, ...]]  # calls that can no longer be reverted (their copies)
-    integrity: tuple[str, ...]  # SQLite's own checks, the schema, rows that name a row not there
-    records_by_session: dict[str, tuple[str, ...]]  # damaged records per session ("": the store's own)
+    integrity: tuple[Message, ...]  # SQLite's own checks, the schema, rows that name a row not there
+    records_by_session: dict[str, tuple[Message, ...]]  # damaged records per session ("": the store's own)
     intact_sessions: tuple[str, ...]  # sessions whose every record and copy is intact
 
     @property
@@ -222,45 +223,49 @@ _READ_FAILURES = (StoreError, ValueError, TypeError, KeyError, IndexError)
 STORE_RECORDS = ""  # the records_by_session key of records that belong to no session (projects, the store's own)
 
 
-def _reason(exc: BaseException) -> str:
+def _reason(exc: BaseException) -> Message:
     if isinstance(exc, RecordDamagedError):
-        return exc.what
+        return exc.what if isinstance(exc.what, Message) else Message("plain", text=str(exc.what))
     if isinstance(exc, UsageError):  # a row listed but not found by its id
-        return f"{exc} (it is listed, but its id does not find it: an index is damaged)"
-    return str(exc)
+        return Message("record_listed_not_found", why=exc.message)
+    return exc.message if isinstance(exc, TurnbackError) else Message("plain", text=str(exc))
 
 
-def _database_problems(store: Store) -> list[str]:
-    problems: list[str] = []
-    for label, check in (
-        ("integrity check", store.integrity_problems),
+def _database_problems(store: Store) -> list[Message]:
+    problems: list[Message] = []
+    checks: tuple[tuple[Message, Callable[[], list[Message]]], ...] = (
         (
-            "schema",
-            lambda: [f"the definition of {o.kind} {o.name} is damaged or missing" for o in store.schema_mismatches()],
+            Message("check_integrity"),
+            lambda: [Message("plain", text=problem) for problem in store.integrity_problems()],
         ),
         (
-            "references",
+            Message("check_schema"),
+            lambda: [Message("schema_object_damaged", kind=o.kind, name=o.name) for o in store.schema_mismatches()],
+        ),
+        (
+            Message("check_references"),
             lambda: [
-                f"a row of {r.table} names a row of {r.parent} that is not there" for r in store.dangling_references()
+                Message("dangling_reference", table=r.table, parent=r.parent) for r in store.dangling_references()
             ],
         ),
-    ):
+    )
+    for label, check in checks:
         try:
             problems += check()
         except StoreError as exc:
-            problems.append(f"{label}: {exc}")
+            problems.append(Message("check_failed", check=label, why=exc.message))
     return problems
 
 
 _Listed = TypeVar("_Listed")
 
 
-def _damaged_records(store: Store) -> tuple[dict[str, list[str]], list[SessionId]]:
+def _damaged_records(store: Store) -> tuple[dict[str, list[Message]], list[SessionId]]:
     """Read every record the other verbs read, through the store's own readers; what does not read, per session.
 
     Also the ids of every session, to say which are intact.
     """
-    found: dict[str, list[str]] = {}
+    found: dict[str, list[Message]] = {}
 
     def read(owner: str, reader: Callable[[], object]) -> None:
         try:
@@ -321,7 +326,7 @@ def verify(store: Store) -> Damage:
     try:
         blob_ids = store.blobs.ids()
     except StoreError as exc:
-        problems.append(f"the copies cannot all be listed: {exc}")
+        problems.append(Message("copies_not_all_listed", why=exc.message))
         blob_ids = []
     for blob_id in blob_ids:
         try:
@@ -339,7 +344,7 @@ def verify(store: Store) -> Damage:
                 bad.add(blob_id)
         copies = store.kept_change_copies()
     except StoreError as exc:
-        problems.append(f"the calls that need damaged copies cannot all be named: {exc}")
+        problems.append(Message("damaged_calls_not_all_named", why=exc.message))
         copies = []
     for call_id, session_id, before, after in copies:
         if (isinstance(before, bytes) and before in bad) or (isinstance(after, bytes) and after in bad):

@@ -1,359 +1,52 @@
-"""Planning: what an undo or a revert would do, row by row, without changing anything.
-
-Rows are made change by change, newest first, against a running picture of
-what each path will hold once the rows before it are applied; so a path
-that a user changed after the agent stops the rows below it, and the rows
-of one path that chain (each restores what the next expects) become one.
-Each row keeps what the path held when planned (``expect``): applying a
-row whose path holds anything else is refused (compare-and-swap).
+"""Planning: what an undo, a rollback, a resend, a redo or a revert would do, row by row, without changing
+anything. Which turns an undo takes (the stack rule), which calls a command's change may be (windows that
+overlap), and each operation's rows (``ops/rows.py``) and sections.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence, Set
-from dataclasses import dataclass
 
 from turnback.capture import git
-from turnback.capture.states import capture_state, probe_state
+from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
-from turnback.fsio import ROOT_TREE, Tree
+from turnback.fsio import Tree
 from turnback.model import (
-    ABSENT,
-    SPECIAL_BITS,
+    OP_NOUNS,
     Call,
     CallId,
     Change,
-    FileState,
     OpId,
     Plan,
-    PlanRow,
     PlanSection,
     Project,
     RefUpdate,
-    RowAction,
     Session,
     Turn,
     ref_short_name,
     ref_value_text,
     short_id,
 )
+from turnback.ops.reasons import (
+    ALREADY_EARLIER,
+    ALREADY_REDONE,
+    COPY_MISSING,
+    CUT_SHORT,
+    CUT_SHORT_REVERT,
+    CUT_SHORT_ROLLBACK,
+    CUT_SHORT_UNDO,
+    REDO_CONFLICT,
+    RESEND_ANYWAY_CONFLICT,
+    RESEND_CONFLICT,
+    ROLLBACK_CONFLICT,
+    UNDO_CONFLICT,
+    clauses,
+    overlap_note,
+)
+from turnback.ops.rows import Picture, Row, acting, finish_rows, merge_chains, ref_rows, row_for_change
 from turnback.paths import RelPath
 from turnback.store import Store
 from turnback.store.records import OverlappingCall
-
-UNDO_CONFLICT = "changed after the turn; --force overwrites it"
-ROLLBACK_CONFLICT = "changed after the turn; a rollback leaves it as it is"
-RESEND_CONFLICT = "changed since the call, so it cannot be reverted; --anyway drops its copy"
-RESEND_ANYWAY_CONFLICT = "changed since the call, so it is left as it is and its copy dropped"
-REDO_CONFLICT = "changed since the operation; taking it back would overwrite that, so it is left as it is"
-ALREADY_REDONE = "already holds what the operation displaced"
-CUT_SHORT_ROLLBACK = "the call may be cut short, so what it wrote is unknown; a rollback leaves it as it is"
-CUT_SHORT_UNDO = "the call may be cut short, so what it wrote is unknown; --force overwrites it"
-CUT_SHORT_REVERT = "the call may be cut short, so what it wrote is unknown; --anyway restores the earlier content"
-LINK_IN_PLACE = "a symbolic link is in its place; the link and the file it points to are left alone"
-SPECIAL_IN_PLACE = "a FIFO, socket or device is in its place; it is left alone"
-EVICTED = "copy dropped by the size cap"
-ALREADY_EARLIER = "already holds the earlier content"
-LATER_CALL = "a later call that is not undone changed it too (call {call}); --force overwrites it"
-LATE_JOB = "{what} {call} changed it after the turn had ended; --force takes that back too"
-OVERLAP = "the change {note}; {flag} takes it back too"
-REF_MOVED = "moved since the turn (it holds {now}); left as it is"
-COPY_MISSING = "the earlier copy is missing from the store"
-
-
-@dataclass(slots=True)
-class _Row:
-    path: RelPath
-    action: RowAction
-    expect: FileState | None
-    target: FileState | None
-    change_ids: list[int]
-    turn_id: str | None
-    reason: str | None = None
-    force_only: bool = False
-    conflict: bool = False
-    outside: bool = False
-    ref: RefUpdate | None = None
-
-
-def tree_path(tree: Tree, path: str, *, outside: bool) -> tuple[Tree, RelPath]:
-    """Where a change's path lives: the project's tree, or (an absolute path outside it) the root's."""
-    if outside:
-        return ROOT_TREE, RelPath(path.lstrip("/"))
-    return tree, RelPath(path)
-
-
-class _Picture:
-    """What each path holds now, and will hold as rows are applied in order.
-
-    Project paths are relative and outside paths absolute, so one map holds both.
-    """
-
-    def __init__(self, store: Store, tree: Tree):
-        self._store = store
-        self._tree = tree
-        self._states: dict[RelPath, FileState | TurnbackError] = {}
-        self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
-        self.blocked: dict[RelPath, _Row] = {}  # paths a skipped row stopped, by that row
-
-    def get(self, path: RelPath, *, outside: bool) -> FileState | TurnbackError:
-        if path not in self._states:
-            tree, rel = tree_path(self._tree, path, outside=outside)
-            try:
-                self._states[path] = probe_state(tree, rel, self._store)
-            except TurnbackError as exc:
-                # Below a file or link that an earlier row turns back into a folder, nothing will be there yet.
-                self._states[path] = ABSENT if self._becomes_folder(path) else exc
-        return self._states[path]
-
-    def _becomes_folder(self, path: RelPath) -> bool:
-        parent = path.rsplit("/", 1)[0] if "/" in path.strip("/") else None
-        while parent:
-            if parent in self._planned:
-                planned = self._states[RelPath(parent)]
-                return isinstance(planned, FileState) and planned.kind == "dir"
-            parent = parent.rsplit("/", 1)[0] if "/" in parent.strip("/") else None
-        return False
-
-    def seen_with_content(self, path: RelPath, current: FileState, *, outside: bool) -> FileState:
-        """*current* with its content in the store, so a conflict's diff can be shown and checked later.
-
-        A state an earlier row will put in place is a recorded state, stored
-        already; a file read from the disk is captured now.
-        """
-        if path in self._planned or current.kind != "file":
-            return current
-        tree, rel = tree_path(self._tree, path, outside=outside)
-        with self._store.transaction():
-            return capture_state(tree, rel, self._store)
-
-    def set(self, path: RelPath, state: FileState) -> None:
-        self._states[path] = state
-        self._planned.add(path)
-
-
-def _copy_available(store: Store, change: Change) -> str | None:
-    if change.not_covered:
-        return change.not_covered
-    if change.evicted:
-        return EVICTED
-    if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):
-        return COPY_MISSING
-    return None
-
-
-def _acting(target: FileState, current: FileState) -> RowAction:
-    if current.same_as(target):
-        return "mark"
-    return "trash" if not target.exists else "restore"
-
-
-def _row_for_change(
-    picture: _Picture,
-    store: Store,
-    change: Change,
-    turn_id: str | None,
-    *,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
-    overwrite: bool,
-    hold: Callable[[Change], str | None] = lambda _change: None,
-) -> _Row:
-    row = _plan_change(
-        picture,
-        store,
-        change,
-        turn_id,
-        conflict_reason=conflict_reason,
-        cut_short_reason=cut_short_reason,
-        overwrite=overwrite,
-        hold=hold,
-    )
-    row.outside = change.outside
-    if row.action == "skip":
-        # What the path holds now is not the agent's: no older change of it may act either,
-        # or it would write over that state a few rows below this skip.
-        picture.blocked.setdefault(row.path, row)
-    return row
-
-
-def _plan_change(
-    picture: _Picture,
-    store: Store,
-    change: Change,
-    turn_id: str | None,
-    *,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
-    overwrite: bool,
-    hold: Callable[[Change], str | None],
-) -> _Row:
-    """One change's row; *hold* names a reason to leave it for ``--force`` (a later call, a late job)."""
-    path, target = change.path, change.before
-    missing = _copy_available(store, change)
-    if missing:
-        return _Row(path, "not covered", None, None, [change.id], turn_id, missing)
-    current = picture.get(path, outside=change.outside)
-    if isinstance(current, TurnbackError):
-        return _Row(path, "skip", None, None, [change.id], turn_id, str(current))
-    blocked = picture.blocked.get(path)
-    if blocked is not None:
-        return _Row(
-            path,
-            "skip",
-            current,
-            target,
-            [change.id],
-            turn_id,
-            blocked.reason,
-            force_only=blocked.force_only,
-            conflict=blocked.conflict,
-        )
-    if not overwrite:
-        held = hold(change)
-        if held is not None:
-            return _Row(path, "skip", current, target, [change.id], turn_id, held, force_only=True, conflict=True)
-    if current.same_as(target):
-        return _Row(path, "mark", current, target, [change.id], turn_id, ALREADY_EARLIER)
-    if change.after is not None and current.same_as(change.after):
-        picture.set(path, target)
-        return _Row(path, _acting(target, current), current, target, [change.id], turn_id)
-    if current.kind == "special":
-        return _Row(path, "skip", current, None, [change.id], turn_id, SPECIAL_IN_PLACE)
-    if not target.exists and current.kind == "symlink" and (change.after is None or change.after.kind != "symlink"):
-        return _Row(path, "skip", current, None, [change.id], turn_id, LINK_IN_PLACE)
-    reason = cut_short_reason if change.after is None else conflict_reason(change)
-    seen = picture.seen_with_content(path, current, outside=change.outside)
-    if overwrite:
-        picture.set(path, target)
-        overwritten = reason.split(";")[0] + "; what it holds now goes to the trash"
-        return _Row(path, _acting(target, seen), seen, target, [change.id], turn_id, overwritten, conflict=True)
-    return _Row(path, "skip", seen, target, [change.id], turn_id, reason, force_only=True, conflict=True)
-
-
-def _merge_chains(rows: list[_Row]) -> list[_Row]:
-    """Join rows of one path that follow each other (each acting); the joined row takes the later place.
-
-    The later place is the safe one: a folder is removed only after the rows
-    that empty it, and a restore makes missing folders itself. A conflict row
-    (one that overwrites a user's change with ``--force``) is never joined:
-    the version it overwrites is put in place and goes to the trash, where a
-    person can take it back.
-    """
-    merged: list[_Row | None] = list(rows)
-    last_acting: dict[RelPath, int] = {}
-    for index, row in enumerate(rows):
-        previous = last_acting.get(row.path)
-        # A conflict row keeps its place so what it overwrites goes to the trash; one that overwrites
-        # nothing (the path is absent or a folder) has nothing to keep and joins like any other.
-        displaces = row.expect is not None and row.expect.kind in ("file", "symlink")
-        joinable = row.action in ("restore", "trash", "mark") and not (row.conflict and displaces)
-        if joinable and previous is not None:
-            first = merged[previous]
-            assert first is not None and first.expect is not None and row.target is not None
-            merged[previous] = None
-            action = _acting(row.target, first.expect)
-            conflict = first if first.conflict else row if row.conflict else None
-            merged[index] = _Row(
-                row.path,
-                action,
-                first.expect,
-                row.target,
-                first.change_ids + row.change_ids,
-                first.turn_id,
-                conflict.reason if conflict else ALREADY_EARLIER if action == "mark" else None,
-                conflict=conflict is not None,
-                outside=row.outside,
-            )
-            last_acting[row.path] = index
-        elif joinable:
-            last_acting[row.path] = index
-        else:
-            last_acting.pop(row.path, None)
-    return [row for row in merged if row is not None]
-
-
-def _finish_rows(rows: list[_Row]) -> tuple[PlanRow, ...]:
-    """Number the rows, name each displaced file's place in the trash, and note dropped mode bits."""
-    seen_paths: dict[RelPath, int] = {}
-    finished = []
-    for seq, row in enumerate(rows):
-        trash_name = None
-        if row.action in ("restore", "trash") and row.expect is not None and row.expect.kind in ("file", "symlink"):
-            count = seen_paths.get(row.path, 0) + 1
-            seen_paths[row.path] = count
-            name = "outside/" + row.path.lstrip("/") if row.outside else row.path
-            trash_name = name if count == 1 else f"{name}~{count}"
-        warnings: tuple[str, ...] = ()
-        if row.action == "restore" and row.target is not None and (row.target.mode or 0) & SPECIAL_BITS:
-            warnings = ("its setuid, setgid or sticky bit is not restored",)
-        finished.append(
-            PlanRow(
-                seq=seq,
-                action=row.action,
-                path=row.path,
-                reason=row.reason,
-                expect=row.expect,
-                target=row.target,
-                change_ids=tuple(row.change_ids),
-                turn_id=row.turn_id,  # type: ignore[arg-type]
-                force_only=row.force_only,
-                conflict=row.conflict,
-                warnings=warnings,
-                trash_name=trash_name,
-                ref=row.ref,
-                outside=row.outside,
-            )
-        )
-    return tuple(finished)
-
-
-def _ref_rows(turns: Sequence[Turn], current: dict[str, str] | None) -> list[_Row]:
-    """Rows that move back the git refs the turns moved, newest first; a ref moved since is left alone.
-
-    Moves of one ref that chain become one move, like a file's rows.
-    """
-    if current is None:
-        return []
-    state: dict[str, str | None] = dict(current)
-    rows: list[_Row] = []
-    by_name: dict[str, int] = {}
-    for turn in turns:
-        for change in turn.refs:
-            if change.reverted:
-                continue
-            now = state.get(change.name)
-            name = RelPath(ref_short_name(change.name))
-            update = RefUpdate(change.name, now, change.before)
-            if now == change.before:
-                rows.append(_Row(name, "mark", None, None, [change.id], turn.id, ALREADY_EARLIER, ref=update))
-                continue
-            if now != change.after:
-                reason = REF_MOVED.format(now=ref_value_text(now))
-                rows.append(_Row(name, "skip", None, None, [change.id], turn.id, reason, ref=update))
-                continue
-            state[change.name] = change.before
-            previous = by_name.get(change.name)
-            if previous is not None:
-                first = rows[previous]
-                assert first.ref is not None
-                first.ref = RefUpdate(change.name, first.ref.expect, change.before)
-                first.change_ids.append(change.id)
-                continue
-            by_name[change.name] = len(rows)
-            rows.append(
-                _Row(
-                    name,
-                    "ref",
-                    None,
-                    None,
-                    [change.id],
-                    turn.id,
-                    ref=RefUpdate(change.name, change.after, change.before),
-                )
-            )
-    return rows
-
 
 # -- undo ----------------------------------------------------------------------------------
 
@@ -369,43 +62,37 @@ def select_undo_turns(
     """
     with_changes = [turn for turn in turns if turn.id in changed]
     if number is not None and from_number is not None:
-        raise UsageError("give a turn number or --from, not both")
+        raise UsageError(Message("turn_number_or_from"))
     if from_number is not None:
         if not any(turn.number == from_number for turn in turns):
-            raise UsageError(f"the session has no turn {from_number}")
+            raise UsageError(Message("no_such_turn_number", number=from_number))
         chosen = [t for t in with_changes if t.number >= from_number and t.undone != "yes"]
         if not chosen:
-            raise NothingToDoError(f"nothing to undo: turn {from_number} and every later turn are undone")
+            raise NothingToDoError(Message("nothing_to_undo_from", number=from_number))
         return sorted(chosen, key=lambda t: t.number, reverse=True)
     if number is not None:
         matches = [turn for turn in turns if turn.number == number]
         if not matches:
-            raise UsageError(f"the session has no turn {number}")
+            raise UsageError(Message("no_such_turn_number", number=number))
         turn = matches[0]
         if turn.id not in changed:
-            raise NothingToDoError(f"nothing to undo: turn {number} changed no files")
+            raise NothingToDoError(Message("nothing_to_undo_no_files", number=number))
         if turn.undone == "yes":
-            raise NothingToDoError(f"nothing to undo: turn {number} is already undone")
+            raise NothingToDoError(Message("nothing_to_undo_already", number=number))
         newer = [t for t in with_changes if t.number > number and t.undone == "no"]
         if newer and not force:
-            raise RefusedError(
-                f"turn {newer[-1].number} is newer and not undone; undo it first (turnback undo), "
-                f"or add --force to undo turn {number} alone"
-            )
+            raise RefusedError(Message("undo_newer_first", newer=newer[-1].number, number=number))
         return [turn]
     pending = [turn for turn in with_changes if turn.undone == "no"]
     if not pending:
         if not with_changes:
-            raise NothingToDoError("nothing to undo: no turn of this session changed files")
+            raise NothingToDoError(Message("nothing_to_undo_no_changes"))
         partly = [turn for turn in with_changes if turn.undone == "partly"]
         if partly:
             # A plain undo passes over a partly undone turn (its skipped rows would only be skipped again).
             newest = partly[-1].number
-            raise NothingToDoError(
-                f"nothing to undo but what turn {newest} kept (it is partly undone): "
-                f"turnback undo {newest} plans it again"
-            )
-        raise NothingToDoError("nothing to undo: every turn of this session is undone")
+            raise NothingToDoError(Message("nothing_to_undo_but_kept", number=newest))
+        raise NothingToDoError(Message("nothing_to_undo_all_undone"))
     return [pending[-1]]
 
 
@@ -422,24 +109,18 @@ def _overlapping(store: Store, project: Project, change: Change, kind: str) -> l
     return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
 
 
-def overlap_note(other: CallId, kind: str, running: bool) -> str:
-    """``may be background job 01a2…'s, which ran meanwhile``: whose a command's change may be."""
-    what = {"job": "background job", "command": "command"}.get(kind, "call")
-    return f"may be {what} {short_id(other)}'s, which {'still runs' if running else 'ran meanwhile'}"
-
-
-def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> str | None:
+def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> Message | None:
     """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
     (:func:`_overlapping`)."""
     overlapping = [] if change.reverted else _overlapping(store, project, change, kind)
     return overlap_note(*overlapping[0]) if overlapping else None
 
 
-def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> str | None:
+def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[str], flag: str) -> Message | None:
     """Why a command's change is left for *flag*: a call not taken back with it may have made it."""
     for other in overlapping:
         if other[0] not in in_plan:
-            return OVERLAP.format(note=overlap_note(*other), flag=flag)
+            return Message("overlap_hold", note=overlap_note(*other), flag=flag)
     return None
 
 
@@ -450,24 +131,26 @@ def _rows_for_turns(
     turns: Sequence[Turn],
     *,
     force: bool,
-    conflict_reason: Callable[[Change], str],
-    cut_short_reason: str,
-) -> list[_Row]:
+    conflict_reason: Callable[[Change], Message],
+    cut_short_reason: Message,
+) -> list[Row]:
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
-    picture = _Picture(store, tree)
+    picture = Picture(store, tree)
     in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
     overlaps: dict[int, list[OverlappingCall]] = {}
     late_jobs = {
-        call.id: "background job" if call.kind == "job" else "the command past its timeout"
+        call.id: Message("noun_background_job" if call.kind == "job" else "noun_command_past_timeout")
         for turn in turns
         for call in turn.calls
         if call.late
     }
     checked: set[str] = set()
 
-    def hold(change: Change) -> str | None:
+    def hold(change: Change) -> Message | None:
         if change.call_id in late_jobs:
-            return LATE_JOB.format(what=late_jobs[change.call_id], call=short_id(change.call_id))
+            return Message(
+                "late_changed_it", what=late_jobs[change.call_id], call=short_id(change.call_id), flag="--force"
+            )
         overlap = _overlap_hold(overlaps.get(change.id, ()), in_plan, "--force")
         if overlap is not None:
             return overlap
@@ -475,9 +158,9 @@ def _rows_for_turns(
             return None  # only a path's newest change in the plan can have a later call that stands
         checked.add(change.path)
         later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
-        return LATER_CALL.format(call=short_id(later)) if later else None
+        return Message("later_call_changed_it", call=short_id(later), flag="--force") if later else None
 
-    rows: list[_Row] = []
+    rows: list[Row] = []
     for turn in turns:
         for call in reversed(turn.calls):
             for change in reversed(call.changes):
@@ -487,7 +170,7 @@ def _rows_for_turns(
                 if not force and any(other in late_jobs for other, _, _ in overlaps[change.id]):
                     continue  # the late job's change: its own row, held for --force, stands for this one
                 rows.append(
-                    _row_for_change(
+                    row_for_change(
                         picture,
                         store,
                         change,
@@ -498,7 +181,7 @@ def _rows_for_turns(
                         hold=hold,
                     )
                 )
-    return _merge_chains(rows) + _ref_rows(turns, git.read_refs(project.root))
+    return merge_chains(rows) + ref_rows(turns, git.read_refs(project.root))
 
 
 def plan_undo(
@@ -509,7 +192,7 @@ def plan_undo(
     turns: Sequence[Turn],
     *,
     force: bool,
-    title_for: Callable[[Turn], str],
+    title_for: Callable[[Turn], Message | str],
     op_id: OpId,
 ) -> Plan:
     """Plan undoing *turns* (newest first): each turn's calls newest first, each call's changes last first."""
@@ -527,8 +210,11 @@ def plan_undo(
         kind="undo",
         session_id=session.id,
         project_id=project.id,
-        rows=_finish_rows(rows),
-        sections=tuple(PlanSection(turn.id, f"undo turn {short_id(turn.id)}: {title_for(turn)}") for turn in turns),
+        rows=finish_rows(rows),
+        sections=tuple(
+            PlanSection(turn.id, Message("section_undo_turn", turn=short_id(turn.id), title=title_for(turn)))
+            for turn in turns
+        ),
         turn_ids=tuple(turn.id for turn in turns),
         force=force,
         created_at=store.now(),
@@ -543,7 +229,7 @@ def plan_rollback(
     target: Turn | None,
     rewound: Sequence[Turn],
     *,
-    title_for: Callable[[Turn], str],
+    title_for: Callable[[Turn], Message | str],
     op_id: OpId,
 ) -> Plan:
     """Plan rolling the session back to *target* (``None``: its start): every turn after it, newest first."""
@@ -557,15 +243,22 @@ def plan_rollback(
         conflict_reason=lambda _change: ROLLBACK_CONFLICT,
         cut_short_reason=CUT_SHORT_ROLLBACK,
     )
-    where = f"turn {target.number} ({short_id(target.id)})" if target else "the start of the session"
-    sections = [PlanSection(None, f"roll back to {where}")]
-    sections += [PlanSection(t.id, f"rewind turn {t.number} ({short_id(t.id)}): {title_for(t)}") for t in rewound]
+    where = (
+        Message("section_roll_back_to", number=target.number, turn=short_id(target.id))
+        if target
+        else Message("section_roll_back_to_start")
+    )
+    sections = [PlanSection(None, where)]
+    sections += [
+        PlanSection(t.id, Message("section_rewind_turn", number=t.number, turn=short_id(t.id), title=title_for(t)))
+        for t in rewound
+    ]
     return Plan(
         id=op_id,
         kind="rollback",
         session_id=session.id,
         project_id=project.id,
-        rows=_finish_rows(rows),
+        rows=finish_rows(rows),
         sections=tuple(sections),
         turn_ids=tuple(turn.id for turn in rewound),
         created_at=store.now(),
@@ -588,7 +281,7 @@ def plan_resend(
 ) -> Plan:
     """Plan editing and resending *edited*'s message: revert the calls of *dropped* (newest first) unless
     *mode* is ``keep``; applying then deletes those calls and moves the head to *edited*'s parent."""
-    rows: list[_Row] = []
+    rows: list[Row] = []
     if mode != "keep":
         rows = _rows_for_turns(
             store,
@@ -597,7 +290,7 @@ def plan_resend(
             dropped,
             force=False,
             conflict_reason=lambda _change: RESEND_ANYWAY_CONFLICT if mode == "anyway" else RESEND_CONFLICT,
-            cut_short_reason=CUT_SHORT_REVERT.split(";")[0],
+            cut_short_reason=CUT_SHORT,
         )
         rows = [row for row in rows if row.ref is None]  # resend takes back files, as Revert does
     return Plan(
@@ -605,8 +298,8 @@ def plan_resend(
         kind="resend",
         session_id=session.id,
         project_id=project.id,
-        rows=_finish_rows(rows),
-        sections=(PlanSection(None, f"edit and resend the message of turn {edited.number} ({short_id(edited.id)})"),),
+        rows=finish_rows(rows),
+        sections=(PlanSection(None, Message("section_resend", number=edited.number, turn=short_id(edited.id))),),
         turn_ids=tuple(turn.id for turn in dropped),
         created_at=store.now(),
         head_from=session.head,
@@ -623,8 +316,8 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
     A path that changed since *op* is skipped (compare-and-swap, no force);
     a copy that is gone makes the row not covered.
     """
-    picture = _Picture(store, tree)
-    rows: list[_Row] = []
+    picture = Picture(store, tree)
+    rows: list[Row] = []
     refs = git.read_refs(project.root) if any(row.ref for row in op.rows) else None
     for row in reversed(op.rows):
         if row.status != "done":
@@ -633,41 +326,41 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
             name = RelPath(ref_short_name(row.ref.name))
             if row.action == "mark":
                 rows.append(
-                    _Row(name, "mark", None, None, list(row.change_ids), row.turn_id, ALREADY_EARLIER, ref=row.ref)
+                    Row(name, "mark", None, None, list(row.change_ids), row.turn_id, ALREADY_EARLIER, ref=row.ref)
                 )
                 continue
             now = (refs or {}).get(row.ref.name)
             update = RefUpdate(row.ref.name, row.ref.target, row.ref.expect)
             if now != row.ref.target:
-                reason = REF_MOVED.format(now=ref_value_text(now)).replace("turn", "operation")
-                rows.append(_Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
+                reason = Message("ref_moved_since_operation", now=ref_value_text(now))
+                rows.append(Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
             else:
-                rows.append(_Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
+                rows.append(Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
             continue
         if row.action == "mark":
             rows.append(
-                _Row(row.path, "mark", row.expect, row.target, list(row.change_ids), row.turn_id, ALREADY_EARLIER)
+                Row(row.path, "mark", row.expect, row.target, list(row.change_ids), row.turn_id, ALREADY_EARLIER)
             )
             continue
         assert row.expect is not None and row.target is not None
         back, put = row.target, row.expect
         current = picture.get(row.path, outside=row.outside)
         if isinstance(current, TurnbackError):
-            rows.append(_Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, str(current)))
+            rows.append(Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, current.message))
         elif put.kind == "file" and (put.blob is None or not store.blobs.has(put.blob)):
-            rows.append(_Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
+            rows.append(Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
         elif current.same_as(put):
-            rows.append(_Row(row.path, "mark", current, put, list(row.change_ids), row.turn_id, ALREADY_REDONE))
+            rows.append(Row(row.path, "mark", current, put, list(row.change_ids), row.turn_id, ALREADY_REDONE))
         elif current.same_as(back):
             picture.set(row.path, put)
-            rows.append(_Row(row.path, _acting(put, current), current, put, list(row.change_ids), row.turn_id))
+            rows.append(Row(row.path, acting(put, current), current, put, list(row.change_ids), row.turn_id))
         else:
-            rows.append(_Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
+            rows.append(Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
         rows[-1].outside = row.outside
     finished = tuple(
         plan_row._replace(unmark=not original.unmark)
         for plan_row, original in zip(
-            _finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
+            finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
         )
     )
     return Plan(
@@ -676,7 +369,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
         session_id=session.id,
         project_id=project.id,
         rows=finished,
-        sections=(PlanSection(None, f"take back the {op.kind} {short_id(op.id)}"),),
+        sections=(PlanSection(None, Message("section_take_back", what=OP_NOUNS[op.kind], op=short_id(op.id))),),
         turn_ids=op.turn_ids,
         created_at=store.now(),
         head_from=op.head_to if op.moves_head else None,
@@ -698,29 +391,27 @@ def plan_revert(
     turn: Turn,
     *,
     anyway: bool,
-    title: str,
+    title: Message | str,
     op_id: OpId,
 ) -> Plan:
     """Plan reverting one call: each path back to its state before the call, if it holds what the call wrote."""
     changes = [change for change in reversed(call.changes) if not change.reverted]
     if not changes:
         if call.changes:
-            raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} is already reverted")
-        raise NothingToDoError(f"nothing to revert: call {short_id(call.id)} changed no files")
+            raise NothingToDoError(Message("nothing_to_revert_already", call=short_id(call.id)))
+        raise NothingToDoError(Message("nothing_to_revert_no_files", call=short_id(call.id)))
 
-    def conflict(change: Change) -> str:
+    def conflict(change: Change) -> Message:
         later = store.later_calls_on_path(project.id, change.path, call.id, outside=change.outside)
-        text = "changed since the call"
-        if later:
-            text += f"; call {short_id(later[-1])} wrote it later (revert that first, newest first)"
-        return text + "; --anyway restores the earlier content over it"
+        wrote_later = (Message("later_call_wrote_it", call=short_id(later[-1])),) if later else ()
+        return clauses(Message("changed_since_call"), *wrote_later, Message("anyway_restores_over_it"))
 
-    def hold(change: Change) -> str | None:
+    def hold(change: Change) -> Message | None:
         return _overlap_hold(_overlapping(store, project, change, call.kind), {call.id}, "--anyway")
 
-    picture = _Picture(store, tree)
+    picture = Picture(store, tree)
     rows = [
-        _row_for_change(
+        row_for_change(
             picture,
             store,
             change,
@@ -737,8 +428,8 @@ def plan_revert(
         kind="revert",
         session_id=session.id,
         project_id=project.id,
-        rows=_finish_rows(_merge_chains(rows)),
-        sections=(PlanSection(turn.id, f"revert call {short_id(call.id)}: {title}"),),
+        rows=finish_rows(merge_chains(rows)),
+        sections=(PlanSection(turn.id, Message("section_revert_call", call=short_id(call.id), title=title)),),
         turn_ids=(turn.id,),
         call_id=call.id,
         force=anyway,
@@ -747,7 +438,6 @@ def plan_revert(
 
 
 __all__ = [
-    "UNDO_CONFLICT",
     "change_overlap_note",
     "plan_revert",
     "plan_undo",

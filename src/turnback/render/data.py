@@ -5,13 +5,20 @@ Paths are POSIX paths relative to the project root; ids are full ids.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from turnback.model import Call, Change, OpResult, Plan, Project, Session, Turn, TurnSummary
+from turnback.catalog import Message, word
+from turnback.model import Call, Change, OpResult, Plan, PlanRow, Project, Session, Turn, TurnSummary
+from turnback.render.text import ChangeNotes, result_message
 
 
-def change_items(call: Call) -> list[dict[str, Any]]:
-    """``[{"path", "kind"}]`` for a call; a move shows as one ``moved`` item with ``from``."""
+def change_items(call: Call, note_of: Callable[[Change], Message | None] | None = None) -> list[dict[str, Any]]:
+    """``[{"path", "kind"}]`` for a call; a move shows as one ``moved`` item with ``from``.
+
+    *note_of*: whose a change may be when another call ran meanwhile; such an item has ``"may_be"``, the note's
+    code, params and message (an undo holds it unless ``--force``).
+    """
     changes: list[Change] = list(call.changes)
     items: list[dict[str, Any]] = []
     source: Change | None = None
@@ -29,22 +36,26 @@ def change_items(call: Call) -> list[dict[str, Any]]:
         ):
             items.append({"path": change.path, "kind": "moved", "from": source.path})
             continue
-        items.append({"path": change.path, "kind": change.kind})
+        item: dict[str, Any] = {"path": change.path, "kind": change.kind}
+        note = note_of(change) if note_of is not None else None
+        if note is not None:
+            item["may_be"] = message_data(note)
+        items.append(item)
     return items
 
 
-def call_data(call: Call) -> dict[str, Any]:
+def call_data(call: Call, note_of: Callable[[Change], Message | None] | None = None) -> dict[str, Any]:
     return {
         "id": call.id,
         "tool": call.tool,
         "status": call.status,
         "cut_short": call.cut_short,
         "revertible": any(not c.reverted and not c.evicted for c in call.changes),
-        "changes": change_items(call),
+        "changes": change_items(call, note_of),
     }
 
 
-def turn_data(turn: Turn) -> dict[str, Any]:
+def turn_data(turn: Turn, notes: ChangeNotes | None = None) -> dict[str, Any]:
     return {
         "id": turn.id,
         "number": turn.number,
@@ -54,7 +65,7 @@ def turn_data(turn: Turn) -> dict[str, Any]:
         # Two booleans, one type each: "undone" is true for a turn taken back wholly or in part.
         "undone": turn.undone != "no",
         "partly_undone": turn.undone == "partly",
-        "calls": [call_data(call) for call in turn.calls],
+        "calls": [call_data(call, notes(call) if notes is not None else None) for call in turn.calls],
     }
 
 
@@ -63,8 +74,8 @@ def summary_data(summary: TurnSummary) -> dict[str, Any]:
         "files": summary.files,
         "added": summary.added,
         "removed": summary.removed,
-        "line": summary.line,
-        "notes": list(summary.notes),
+        "line": word(summary.line) if summary.line else "",
+        "notes": [word(note) for note in summary.notes],
     }
 
 
@@ -81,12 +92,26 @@ def session_data(session: Session, project: Project | None = None) -> dict[str, 
     return data
 
 
-def row_data(row: Any) -> dict[str, Any]:
-    data = {"action": row.action, "path": row.path, "reason": row.reason, "status": row.status}
+def message_data(message: Message) -> dict[str, Any]:
+    """``{"code", "params", "message"}``: an outcome as data, and worded in the current language."""
+    return {**message.to_json(), "message": word(message)}
+
+
+def row_data(row: PlanRow) -> dict[str, Any]:
+    """A plan or result row; ``code`` and ``message`` are its outcome (the result's note, else the plan's reason)."""
+    outcome = row.note or row.reason
+    data: dict[str, Any] = {
+        "action": row.action,
+        "path": row.path,
+        "reason": word(row.reason) if row.reason else None,
+        "status": row.status,
+        "code": outcome.code if outcome else None,
+        "message": word(outcome) if outcome else None,
+    }
     if row.note:
-        data["note"] = row.note
+        data["note"] = word(row.note)
     if row.warnings:
-        data["warnings"] = list(row.warnings)
+        data["warnings"] = [word(warning) for warning in row.warnings]
     return data
 
 
@@ -94,6 +119,7 @@ def plan_data(plan: Plan, *, applied: bool, trash: str | None = None) -> dict[st
     return {
         "plan": {"id": plan.id, "kind": plan.kind, "status": plan.status, "turns": list(plan.turn_ids)},
         "rows": [row_data(row) for row in plan.rows],
+        "notes": [message_data(note) for note in plan.notes],
         "applied": applied,
         "trash": trash,
     }
@@ -102,12 +128,15 @@ def plan_data(plan: Plan, *, applied: bool, trash: str | None = None) -> dict[st
 def result_data(result: OpResult) -> dict[str, Any]:
     data = plan_data(result.plan, applied=True, trash=result.trash_dir)
     data["resumed"] = result.resumed
+    data.update(message_data(result_message(result)))
+    data["notes"] = [message_data(note) for note in (*result.plan.notes, *result.notes)]
     return data
 
 
 __all__ = [
     "call_data",
     "change_items",
+    "message_data",
     "plan_data",
     "result_data",
     "row_data",

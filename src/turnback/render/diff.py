@@ -12,8 +12,9 @@ import difflib
 from collections.abc import Callable
 from typing import NamedTuple
 
+from turnback.catalog import say
 from turnback.model import BlobId, FileState
-from turnback.render.terminal import quote
+from turnback.render.terminal import Dim, quote
 
 CONTEXT = 3
 MAX_DIFF_BYTES = 8 << 20
@@ -64,10 +65,8 @@ class FileDiff(NamedTuple):
     @property
     def binary_line(self) -> str:
         """What is shown instead of lines: binary content, or text too large to diff."""
-        sizes = f"({human_size(self.old_size)} -> {human_size(self.new_size)})"
-        if self.too_large:
-            return f"Files differ {sizes}; too large to show a diff"
-        return f"Binary files differ {sizes}"
+        old, new = human_size(self.old_size), human_size(self.new_size)
+        return say("files_differ_too_large" if self.too_large else "binary_files_differ", old=old, new=new)
 
 
 def _range(start: int, length: int) -> str:
@@ -195,7 +194,7 @@ def clip_lines(lines: list[str], limit: int) -> list[str]:
     if len(lines) <= limit:
         return lines
     more = len(lines) - limit
-    return [*lines[:limit], f"… {more} more line{'s' if more != 1 else ''}"]
+    return [*lines[:limit], Dim(say("more_lines", count=more))]
 
 
 __all__ = [

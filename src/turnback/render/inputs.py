@@ -17,10 +17,19 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
+from turnback.catalog import say
 from turnback.render.text import IGNORED
 
-HIDDEN = f"({IGNORED})"
-UNREADABLE = "(not shown: a file .gitignore ignores may be named after the part of these arguments that was kept)"
+
+def hidden() -> str:
+    """The marker that stands for a value of the arguments that is not shown, in the current language."""
+    return say("input_value_hidden", why=IGNORED)
+
+
+def unreadable() -> str:
+    """What stands for arguments whose paths cannot all be read (clipped text), in the current language."""
+    return say("input_unreadable")
+
 
 # Key names (lower case, without "_" and "-") that name a path, whatever the tool: these are read, and kept.
 _PATH_NAMES = frozenset({"source", "destination", "src", "dst", "dest", "from", "to", "target", "file", "files"})
@@ -81,22 +90,22 @@ def named_paths(raw: str) -> list[str] | None:
     return list(dict.fromkeys(found))
 
 
-def _masked(value: Any, *, under_path: bool = False) -> Any:
+def _masked(value: Any, marker: str, *, under_path: bool = False) -> Any:
     if isinstance(value, dict):
-        return {key: _masked(item, under_path=is_path_key(str(key))) for key, item in value.items()}
+        return {key: _masked(item, marker, under_path=is_path_key(str(key))) for key, item in value.items()}
     if isinstance(value, list):
-        return [_masked(item, under_path=under_path) for item in value]
+        return [_masked(item, marker, under_path=under_path) for item in value]
     if isinstance(value, bool) or value is None or (under_path and isinstance(value, str)):
         return value
-    return HIDDEN
+    return marker
 
 
 def without_contents(raw: str) -> str:
-    """*raw* with every value but paths and flags replaced by :data:`HIDDEN` (all of it when it is not JSON)."""
+    """*raw* with every value but paths and flags replaced by :func:`hidden` (all of it when it is not JSON)."""
     arguments = parsed(raw)
     if arguments is None:
-        return HIDDEN
-    return json.dumps(_masked(arguments), ensure_ascii=False)
+        return hidden()
+    return json.dumps(_masked(arguments, hidden()), ensure_ascii=False)
 
 
-__all__ = ["HIDDEN", "UNREADABLE", "is_path_key", "named_paths", "parsed", "without_contents"]
+__all__ = ["hidden", "is_path_key", "named_paths", "parsed", "unreadable", "without_contents"]

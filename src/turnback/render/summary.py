@@ -11,10 +11,11 @@ import os
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+from turnback.catalog import Message, word
 from turnback.globs import glob_matches
 from turnback.model import BlobId, Call, Change, ChangeKind, FileState, Turn, change_kind
 from turnback.render.diff import diff_states
-from turnback.render.terminal import quote, shell_line
+from turnback.render.terminal import Dim, quote, shell_line
 
 BUILTIN_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -121,14 +122,14 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
     return result
 
 
-def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> str:
+def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> Message | None:
     """``3 files changed, +24 -7``, naming up to two groups that are not code, largest first."""
     files = [c for c in changes if "dir" not in (c.before.kind, c.after.kind) and not c.outside]
     if not files:
-        return ""
+        return None
     added = sum(change.added for change in files)
     removed = sum(change.removed for change in files)
-    line = f"{len(files)} file{'s' if len(files) != 1 else ''} changed, +{added} -{removed}"
+    line = Message("files_changed", count=len(files), added=added, removed=removed)
     totals: dict[str, list[int]] = {}
     for change in files:
         group = group_of(change.path, user_groups)
@@ -147,7 +148,7 @@ def summary_line(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, 
             if group_removed:
                 text += f" -{group_removed}"
             named.append(text)
-        line += f" ({', '.join(named)})"
+        line = Message("with_note", text=line, note=Message("comma_list", items=tuple(named)))
     return line
 
 
@@ -165,8 +166,15 @@ def shown_path(path: str, *, outside: bool) -> str:
     return display_path(path) if outside else quote(path)
 
 
-LINE_ORDER = {"modified": 0, "deleted": 1, "new": 2, "mode": 3, "moved": 4}
-LINE_WORD = {"modified": "changed", "deleted": "deleted", "new": "new", "mode": "mode", "moved": "moved"}
+# Deletions first: a deletion is what a reader must not miss in "(+4 more)".
+LINE_ORDER = {"deleted": 0, "modified": 1, "new": 2, "mode": 3, "moved": 4}
+LINE_WORD = {
+    "modified": Message("line_changed"),
+    "deleted": Message("kind_deleted"),
+    "new": Message("kind_new"),
+    "mode": Message("kind_mode"),
+    "moved": Message("kind_moved"),
+}
 
 
 def command_line(
@@ -174,7 +182,7 @@ def command_line(
     load: Callable[[BlobId], bytes],
     *,
     shown: int = 3,
-    notes: Callable[[Change], str | None] | None = None,
+    notes: Callable[[Change], Message | None] | None = None,
 ) -> str:
     """``changed src/a.rs +3 -1 · deleted old.rs · new notes.md (+2 more)``: what a command changed.
 
@@ -187,9 +195,9 @@ def command_line(
     files.sort(key=lambda c: (LINE_ORDER[c.kind], c.path))
     items = []
     for change in files[:shown]:
-        text = f"{LINE_WORD[change.kind]} {shown_path(change.path, outside=change.outside)}"
+        text = f"{word(LINE_WORD[change.kind])} {shown_path(change.path, outside=change.outside)}"
         if change.not_covered or change.evicted:
-            text += " (not covered)"
+            text = word(Message("with_note", text=text, note=Message("action_not_covered")))
         elif (
             change.kind == "modified" and change.before.kind == "file" and change.after and change.after.kind == "file"
         ):
@@ -198,37 +206,37 @@ def command_line(
                 text += f" +{diff.added} -{diff.removed}"
         note = notes(change) if notes is not None else None
         if note is not None:
-            text += f" ({note})"
+            text = word(Message("with_note", text=text, note=note))
         items.append(text)
     line = " · ".join(items)
     if len(files) > shown:
-        line += f" (+{len(files) - shown} more)"
-    return line
+        line += word(Message("n_more_in_parentheses", count=len(files) - shown))
+    return Dim(line)
 
 
 _VERBS = {
-    "new": "add",
-    "modified": "change",
-    "deleted": "delete",
-    "mode": "change the mode of",
-    "moved": "move",
+    "new": "describe_add",
+    "modified": "describe_change",
+    "deleted": "describe_delete",
+    "mode": "describe_mode",
+    "moved": "describe_move",
 }
 
 
 def describe_changes(changes: Sequence[NetChange]) -> str:
     """``change a.txt and add notes.md`` for a turn without a message."""
     items = [
-        f"{_VERBS[change.kind]} {shown_path(change.path, outside=change.outside)}"
+        word(Message(_VERBS[change.kind], path=shown_path(change.path, outside=change.outside)))
         for change in changes
         if change.after.kind != "dir"
     ]
     if not items:
-        return "no file changes"
+        return word(Message("no_file_changes"))
     if len(items) > 3:
-        items = [*items[:2], f"{len(items) - 2} more"]
+        items = [*items[:2], word(Message("n_more", count=len(items) - 2))]
     if len(items) == 1:
         return items[0]
-    return ", ".join(items[:-1]) + " and " + items[-1]
+    return word(Message("a_and_b", first=Message("comma_list", items=tuple(items[:-1])), last=items[-1]))
 
 
 def turn_title(turn: Turn, load: Callable[[BlobId], bytes]) -> str:
@@ -253,16 +261,13 @@ def command_text(call: Call) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-def commands_not_undone(calls: Sequence[Call]) -> str | None:
+def commands_not_undone(calls: Sequence[Call]) -> Message | None:
     """The preview's one line saying that the commands among *calls* had effects no undo takes back (None: none)."""
     names = list(dict.fromkeys(command_text(call) for call in calls if call.kind in ("command", "job")))
     if not names:
         return None
-    shown = ", ".join(names[:5]) + (f" (+{len(names) - 5} more)" if len(names) > 5 else "")
-    return (
-        "only the recorded files go back: what the commands did besides (network requests, databases, "
-        f"deployments, a service that already loaded a changed file) is not undone: {shown}"
-    )
+    more = (Message("n_more_in_parentheses", count=len(names) - 5),) if len(names) > 5 else ()
+    return Message("commands_not_undone", commands=Message("comma_list", items=tuple(names[:5])), more=more)
 
 
 def call_title(call: Call) -> str:

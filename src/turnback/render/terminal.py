@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import unicodedata
 from collections.abc import Sequence
 
 # git's C escapes; everything else that needs one is written as octal bytes.
@@ -86,4 +87,36 @@ def escape_line(text: str) -> str:
     return _UNSAFE_BUT_TAB.sub(lambda found: _escaped(found.group()), body) + end
 
 
-__all__ = ["ESCAPES", "escape_line", "octal", "quote", "shell_line", "shell_word"]
+__all__ = [
+    "ESCAPES",
+    "Dim",
+    "display_width",
+    "escape_line",
+    "octal",
+    "pad",
+    "quote",
+    "shell_line",
+    "shell_word",
+]
+
+
+class Dim(str):
+    """A line a terminal shows dim (``… 4 more lines``, the shell-change line): what is said about the output,
+    not the output itself. It is a plain string everywhere else (a pipe, a test, JSON)."""
+
+    __slots__ = ()
+
+
+def display_width(text: str) -> int:
+    """Columns *text* takes on a terminal: wide and full-width characters (CJK) take two, combining marks none."""
+    width = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        width += 2 if unicodedata.east_asian_width(char) in ("W", "F") else 1
+    return width
+
+
+def pad(text: str, width: int) -> str:
+    """*text* followed by spaces up to *width* columns (``str.ljust`` counts characters, not columns)."""
+    return text + " " * max(0, width - display_width(text))

@@ -10,16 +10,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from turnback.catalog import Message, say, word
 from turnback.model import BlobId, FileState, Plan, change_kind
 from turnback.render.diff import diff_states
 from turnback.render.patch import PatchFile, git_patch
 from turnback.render.summary import CODE_GROUP, LINE_ORDER, LINE_WORD, NetChange, display_path, group_of
-from turnback.render.terminal import escape_line, quote
+from turnback.render.terminal import display_width, escape_line, pad, quote
 from turnback.render.text import IGNORED
 
 Load = Callable[[BlobId], bytes]
 
-_WORD = {"modified": "changed", "new": "new", "deleted": "deleted", "mode": "mode", "moved": "moved"}
+
+def _word(kind: str) -> str:
+    """``changed``, ``new``, ``deleted``, ``mode``, ``moved``: a change's kind as diff views name it."""
+    return word(LINE_WORD[kind])
 
 
 def _side(state: FileState, load: Load) -> tuple[bytes | None, str | None, int | None]:
@@ -59,19 +63,20 @@ def left_out_lines(changes: Sequence[NetChange], ignored: set[str]) -> list[str]
     """The files a patch cannot show: ignored (contents hidden), outside the project, not covered."""
     lines = []
     for change in _files(changes):
-        word = _WORD[change.kind]
+        kind = _word(change.kind)
         if change.path in ignored:
-            lines.append(f"{word} {quote(change.path)} ({IGNORED})")
+            lines.append(say("with_note", text=f"{kind} {quote(change.path)}", note=IGNORED))
         elif change.outside:
-            lines.append(f"{word} {display_path(change.path)} (outside the project)")
+            lines.append(say("with_note", text=f"{kind} {display_path(change.path)}", note=Message("outside_project")))
         elif change.not_covered:
-            lines.append(f"{word} {quote(change.path)} (not covered: {change.not_covered})")
+            why = Message("not_covered_because", why=change.not_covered)
+            lines.append(say("with_note", text=f"{kind} {quote(change.path)}", note=why))
     return lines
 
 
 def _counts(added: int, removed: int, *, binary: bool = False) -> str:
     if binary:
-        return "binary"
+        return say("binary")
     return " ".join(part for part in (f"+{added}" if added else "", f"-{removed}" if removed else "") if part)
 
 
@@ -79,7 +84,7 @@ def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Se
     """Per-group totals, then a line per file, then ``N files changed, +A -R`` (the seed's ``diff --stat``)."""
     files = [c for c in _files(changes) if not c.outside]
     if not files:
-        return ["no files changed"]
+        return [say("no_files_changed")]
     totals: dict[str, list[int]] = {}
     for change in files:
         total = totals.setdefault(group_of(change.path, user_groups), [0, 0])
@@ -89,17 +94,17 @@ def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Se
     removed = sum(c.removed for c in files)
     ranked = sorted(totals.items(), key=lambda item: (-(item[1][0] + item[1][1]), item[0] != CODE_GROUP, item[0]))
     rows = [(name, f"+{a}" if a else "", f"-{r}" if r else "") for name, (a, r) in ranked]
-    rows.append(("total", f"+{added}" if added else "", f"-{removed}" if removed else ""))
-    name_width = max(len(name) for name, _, _ in rows) + 2
+    rows.append((say("total"), f"+{added}" if added else "", f"-{removed}" if removed else ""))
+    name_width = max(display_width(name) for name, _, _ in rows) + 2
     plus_width = max(len(plus) for _, plus, _ in rows) + 2
-    lines = [f"{name:<{name_width}}{plus:<{plus_width}}{minus}".rstrip() for name, plus, minus in rows]
+    lines = [f"{pad(name, name_width)}{plus:<{plus_width}}{minus}".rstrip() for name, plus, minus in rows]
     lines.append("")
-    word_width = max(len(_WORD[c.kind]) for c in files) + 1
-    path_width = max(len(quote(c.path)) for c in files) + 2
+    word_width = max(display_width(_word(c.kind)) for c in files) + 1
+    path_width = max(display_width(quote(c.path)) for c in files) + 2
     for change in sorted(files, key=lambda c: (LINE_ORDER[c.kind], c.path)):
         counts = _counts(change.added, change.removed, binary=change.binary)
-        lines.append(f"{_WORD[change.kind]:<{word_width}}{quote(change.path):<{path_width}}{counts}".rstrip())
-    lines.append(f"{len(files)} file{'s' if len(files) != 1 else ''} changed, +{added} -{removed}")
+        lines.append(f"{pad(_word(change.kind), word_width)}{pad(quote(change.path), path_width)}{counts}".rstrip())
+    lines.append(say("files_changed", count=len(files), added=added, removed=removed))
     return lines
 
 
@@ -123,42 +128,43 @@ def going_back_lines(plan: Plan, load: Load, *, diff_flag: str) -> list[str]:
     if not files:
         return []
     added, removed = sum(c.added for c in files), sum(c.removed for c in files)
-    width = max(len(display_path(c.path) if c.outside else c.path) for c in files) + 2
-    lines = [f"what the files go back to: +{added} -{removed} ({diff_flag} shows the whole diff)"]
+    width = max(display_width(display_path(c.path) if c.outside else c.path) for c in files) + 2
+    lines = [say("going_back", added=added, removed=removed, flag=diff_flag)]
     for change in files:
         shown = display_path(change.path) if change.outside else change.path
-        lines.append(f"  {shown:<{width}}{_counts(change.added, change.removed, binary=change.binary)}".rstrip())
+        lines.append(f"  {pad(shown, width)}{_counts(change.added, change.removed, binary=change.binary)}".rstrip())
     return lines
 
 
-def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[str]:
+def turn_notes(changes: Sequence[NetChange], *, unasked: bool, project_root: str) -> list[Message]:
     """Lines after the end-of-turn summary: changes that cannot be undone, files outside the project, and a
     turn whose commands ran unasked."""
     notes = []
     for change in _files(changes):
         if not change.outside:
             if change.not_covered:
-                notes.append(f"{uncovered_change(change)}: it cannot be undone")
+                notes.append(Message("cannot_be_undone", change=uncovered_change(change)))
             continue
         shown = display_path(change.path)
         if change.not_covered:
-            notes.append(f"changed {shown} outside the project; not covered: {change.not_covered}")
+            notes.append(Message("changed_outside_not_covered", path=shown, why=change.not_covered))
         else:
-            notes.append(f"changed {shown}; turnback undo reverts it")
+            notes.append(Message("changed_outside_covered", path=shown))
     if unasked:
         files = [c for c in _files(changes) if not c.outside]
         if files:
             added = sum(c.added for c in files)
             removed = sum(c.removed for c in files)
-            count = f"{len(files)} file{'s' if len(files) != 1 else ''}"
             where = display_path(project_root)
-            notes.append(f"changed {count} (+{added} -{removed}) in {where}; turnback undo reverts this turn")
+            notes.append(Message("changed_unasked", count=len(files), added=added, removed=removed, where=where))
     return notes
 
 
-def uncovered_change(change: NetChange) -> str:
+def uncovered_change(change: NetChange) -> Message:
     """``deleted big.bin (not covered: REASON)``: a change turnback kept no copy for, so it cannot be undone."""
-    return f"{LINE_WORD[change.kind]} {display_path(change.path)} (not covered: {change.not_covered})"
+    why = Message("not_covered_because", why=change.not_covered)
+    shown = Message("kind_and_path", kind=LINE_WORD[change.kind], path=display_path(change.path))
+    return Message("with_note", text=shown, note=why)
 
 
 _COLORS = {"+": "\033[32m", "-": "\033[31m", "@": "\033[36m", "d": "\033[1m"}

@@ -34,6 +34,7 @@ import contextlib
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, Self
 
+from turnback.catalog import Message
 from turnback.model import (
     BlobId,
     Call,
@@ -332,7 +333,7 @@ class OperationStore(Protocol):
     def set_op_status(self, op_id: OpId, status: OpStatus, *, expect: OpStatus | None = None) -> bool:
         """Move an operation to *status*; with *expect*, only from that status (compare-and-swap)."""
 
-    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: str | None) -> None: ...
+    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: Message | None) -> None: ...
 
     def ops_of_session(self, session_id: SessionId) -> list[OperationSummary]:
         """The session's applied (or applying) operations, oldest first: id, kind, status, reverses, taken back by."""

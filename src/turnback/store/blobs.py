@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import zstandard
 
+from turnback.catalog import Message
 from turnback.errors import BlobCorruptError
 from turnback.model import BlobId
 from turnback.store.crypto import ID_LEN, Crypto
@@ -159,22 +160,22 @@ class BlobStore:
     def _get(self, blob_id: bytes) -> _Opened:
         row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))
         if row is None:
-            raise BlobCorruptError(f"a stored copy is missing (blob {blob_id[:6].hex()})")
+            raise BlobCorruptError(Message("blob_missing", blob=blob_id[:6].hex()))
         kind, sealed = row["kind"], row["data"]
         if kind not in (KIND_DATA, KIND_CHUNKS, KIND_DATA_DICT) or not isinstance(sealed, bytes):
-            raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})")
+            raise BlobCorruptError(Message("blob_damaged", blob=blob_id[:6].hex()))
         decompressor = self._decompressor
         if kind == KIND_DATA_DICT:
             self._load_dictionary(now=True)
             if self._dict_decompressor is None:
-                raise BlobCorruptError(f"the store's dictionary is missing (blob {blob_id[:6].hex()})")
+                raise BlobCorruptError(Message("blob_dictionary_missing", blob=blob_id[:6].hex()))
             decompressor = self._dict_decompressor
         try:
             plain = decompressor.decompress(self._crypto.open(sealed, _context(blob_id, kind)))
         except BlobCorruptError as exc:
-            raise BlobCorruptError(f"a stored copy is damaged (blob {blob_id[:6].hex()})") from exc
+            raise BlobCorruptError(Message("blob_damaged", blob=blob_id[:6].hex())) from exc
         except zstandard.ZstdError as exc:
-            raise BlobCorruptError(f"a stored copy does not decompress (blob {blob_id[:6].hex()})") from exc
+            raise BlobCorruptError(Message("blob_not_decompressing", blob=blob_id[:6].hex())) from exc
         return _Opened(KIND_DATA if kind == KIND_DATA_DICT else kind, plain)
 
     def iter_content(self, blob_id: BlobId) -> Iterator[bytes]:
@@ -187,24 +188,24 @@ class BlobStore:
         kind, plain = self._get(blob_id)
         if kind == KIND_DATA:
             if self._crypto.content_id(plain) != blob_id:
-                raise BlobCorruptError(f"a stored copy does not match its id (blob {blob_id[:6].hex()})")
+                raise BlobCorruptError(Message("blob_id_mismatch", blob=blob_id[:6].hex()))
             yield plain
             return
         if len(plain) % ID_LEN:
-            raise BlobCorruptError(f"a stored chunk list is damaged (blob {blob_id[:6].hex()})")
+            raise BlobCorruptError(Message("blob_chunk_list_damaged", blob=blob_id[:6].hex()))
         whole = self._crypto.content_hasher()
         chunk_ids = [plain[i : i + ID_LEN] for i in range(0, len(plain), ID_LEN)]
         held: bytes | None = None
         for chunk_id in chunk_ids:
             chunk_kind, chunk = self._get(chunk_id)
             if chunk_kind != KIND_DATA or self._crypto.content_id(chunk) != chunk_id:
-                raise BlobCorruptError(f"a stored chunk does not match its id (blob {blob_id[:6].hex()})")
+                raise BlobCorruptError(Message("blob_chunk_mismatch", blob=blob_id[:6].hex()))
             whole.update(chunk)
             if held is not None:
                 yield held
             held = chunk
         if whole.digest() != blob_id:
-            raise BlobCorruptError(f"a stored copy does not match its id (blob {blob_id[:6].hex()})")
+            raise BlobCorruptError(Message("blob_id_mismatch", blob=blob_id[:6].hex()))
         if held is not None:
             yield held
 

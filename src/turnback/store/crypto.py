@@ -21,6 +21,7 @@ from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, KeyUnavailableError
 from turnback.model import BlobId
 
@@ -36,9 +37,7 @@ _KEY_CHECK = b"turnback key check v1"
 def derive_master_from_secret(secret: str, salt: bytes) -> bytes:
     """The master key for a ``TURNBACK_KEY`` secret (at least 16 characters) and this store's salt."""
     if len(secret) < MIN_SECRET_LEN:
-        raise KeyUnavailableError(
-            f"TURNBACK_KEY is {len(secret)} characters long; it must be at least {MIN_SECRET_LEN}"
-        )
+        raise KeyUnavailableError(Message("key_secret_too_short", length=len(secret), minimum=MIN_SECRET_LEN))
     return HKDF(algorithm=hashes.SHA256(), length=KEY_LEN, salt=salt, info=b"turnback master v1").derive(
         secret.encode("utf-8")
     )
@@ -52,7 +51,7 @@ class Keys(NamedTuple):
     @classmethod
     def from_master(cls, master: bytes) -> Keys:
         if len(master) != KEY_LEN:
-            raise KeyUnavailableError(f"the store key must be {KEY_LEN} bytes, not {len(master)}")
+            raise KeyUnavailableError(Message("key_wrong_length", expected=KEY_LEN, length=len(master)))
         material = HKDF(algorithm=hashes.SHA256(), length=3 * KEY_LEN, salt=None, info=b"turnback keys v1").derive(
             master
         )
@@ -93,12 +92,12 @@ class Crypto:
 
     def open(self, sealed: bytes, context: bytes) -> bytes:
         if len(sealed) < 1 + NONCE_LEN + 16 or sealed[0] != SEAL_VERSION:
-            raise BlobCorruptError("a stored value has an unknown format")
+            raise BlobCorruptError(Message("sealed_format_unknown"))
         nonce = sealed[1 : 1 + NONCE_LEN]
         try:
             return self._aead.decrypt(nonce, sealed[1 + NONCE_LEN :], bytes([SEAL_VERSION]) + context)
         except InvalidTag as exc:
-            raise BlobCorruptError("a stored value does not decrypt: it is damaged or from another store") from exc
+            raise BlobCorruptError(Message("sealed_not_decrypting")) from exc
 
     def seal_text(self, text: str | None, context: str) -> bytes | None:
         if text is None:
@@ -121,9 +120,7 @@ class Crypto:
         except BlobCorruptError:
             ok = False
         if not ok:
-            raise KeyUnavailableError(
-                "the key does not open this store (a wrong TURNBACK_KEY or key file?); nothing was read"
-            )
+            raise KeyUnavailableError(Message("key_does_not_open"))
 
 
 __all__ = ["MIN_SECRET_LEN", "Crypto", "Keys", "derive_master_from_secret"]

@@ -15,6 +15,7 @@ import urllib.parse
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from turnback.catalog import Message
 from turnback.errors import BusyError, SchemaTooNewError, StoreError
 from turnback.fsio import STEPS
 from turnback.store.schema import MIGRATIONS, SCHEMA_VERSION
@@ -23,16 +24,16 @@ BUSY_TIMEOUT_MS = 60_000
 WAL_LIMIT_BYTES = 4 << 20
 
 
-DAMAGED_READ_ONLY = "the store's database is damaged, so it is open read-only; turnback verify says what is damaged"
+DAMAGED_READ_ONLY = Message("store_damaged_read_only")
 
 
-def _map_error(exc: sqlite3.Error, read_only_reason: str = DAMAGED_READ_ONLY) -> Exception:
+def _map_error(exc: sqlite3.Error, read_only_reason: Message = DAMAGED_READ_ONLY) -> Exception:
     text = str(exc)
     if "locked" in text or "busy" in text:
-        return BusyError("the store is locked by another turnback process; try again")
+        return BusyError(Message("store_locked"))
     if "readonly" in text:
         return StoreError(read_only_reason)
-    return StoreError(f"the store's database failed: {text}")
+    return StoreError(Message("store_database_failed", reason=text))
 
 
 def _read_only_uri(path: str) -> str:
@@ -59,7 +60,7 @@ def _size(path: str) -> int:
 
 
 class Database:
-    def __init__(self, path: str, *, read_only: bool = False, read_only_reason: str = DAMAGED_READ_ONLY):
+    def __init__(self, path: str, *, read_only: bool = False, read_only_reason: Message = DAMAGED_READ_ONLY):
         """*read_only_reason*: what a write to a read-only database says (why it is open read-only)."""
         self.path = path
         self.read_only = read_only
@@ -174,10 +175,7 @@ class Database:
         """Bring the schema up to this version of turnback (call inside ``transaction()``)."""
         version = self.schema_version()
         if version > SCHEMA_VERSION:
-            raise SchemaTooNewError(
-                f"the store at {self.path} has schema {version}; this turnback knows up to {SCHEMA_VERSION}. "
-                "Upgrade turnback."
-            )
+            raise SchemaTooNewError(Message("schema_too_new", path=self.path, version=version, known=SCHEMA_VERSION))
         for number in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS[number]:
                 self.execute(statement)

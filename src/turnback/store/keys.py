@@ -16,6 +16,7 @@ import os
 import stat
 from typing import Literal
 
+from turnback.catalog import Message
 from turnback.errors import KeyUnavailableError
 from turnback.store.crypto import KEY_LEN, derive_master_from_secret
 
@@ -33,7 +34,7 @@ def key_source(stored: bytes) -> KeySource:
         return "file"
     if text == "keyring":
         return "keyring"
-    raise KeyUnavailableError(f"the store names an unknown key source {text!r}")
+    raise KeyUnavailableError(Message("key_source_unknown", source=repr(text)))
 
 
 def key_file_path(home: str) -> str:
@@ -48,20 +49,15 @@ def read_key_file(home: str) -> bytes | None:
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise KeyUnavailableError(
-            f"cannot open the key file {path} ({exc.strerror}); it must be a regular file, not a link"
-        ) from exc
+        raise KeyUnavailableError(Message("key_file_unopenable", path=path, reason=str(exc.strerror))) from exc
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
-            raise KeyUnavailableError(f"the key file {path} is not a regular file")
+            raise KeyUnavailableError(Message("key_file_not_regular", path=path))
         if st.st_uid != os.getuid():
-            raise KeyUnavailableError(f"the key file {path} belongs to another user")
+            raise KeyUnavailableError(Message("key_file_other_owner", path=path))
         if stat.S_IMODE(st.st_mode) & 0o077:
-            raise KeyUnavailableError(
-                f"the key file {path} has mode {stat.S_IMODE(st.st_mode):o}; "
-                f"it must be 600 (only you can read it): chmod 600 {path}"
-            )
+            raise KeyUnavailableError(Message("key_file_mode", path=path, mode=f"{stat.S_IMODE(st.st_mode):o}"))
         data = os.read(fd, 4 * KEY_LEN)
     finally:
         os.close(fd)
@@ -70,7 +66,7 @@ def read_key_file(home: str) -> bytes | None:
     except ValueError:
         key = b""
     if len(key) != KEY_LEN:
-        raise KeyUnavailableError(f"the key file {path} does not hold a turnback key")
+        raise KeyUnavailableError(Message("key_file_not_key", path=path))
     return key
 
 
@@ -81,7 +77,7 @@ def create_key_file(home: str) -> bytes:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
-        raise KeyUnavailableError(f"cannot create the key file {path} ({exc.strerror})") from exc
+        raise KeyUnavailableError(Message("key_file_uncreatable", path=path, reason=str(exc.strerror))) from exc
     try:
         os.fchmod(fd, 0o600)
         os.write(fd, base64.b64encode(key) + b"\n")
@@ -149,18 +145,15 @@ def master_for_existing_store(
     if env_secret is not None:
         return derive_master_from_secret(env_secret, salt)
     if source == "env":
-        raise KeyUnavailableError("this store's key comes from TURNBACK_KEY, which is not set")
+        raise KeyUnavailableError(Message("key_env_unset"))
     if source == "keyring":
         key = keyring_get(store_id)
         if key is None:
-            raise KeyUnavailableError(
-                "this store's key is in the OS keyring, which cannot be reached now; "
-                "unlock the keyring or run where it is available"
-            )
+            raise KeyUnavailableError(Message("key_keyring_unreachable"))
         return key
     key = read_key_file(home)
     if key is None:
-        raise KeyUnavailableError(f"the key file {key_file_path(home)} is missing; this store cannot be read")
+        raise KeyUnavailableError(Message("key_file_missing", path=key_file_path(home)))
     return key
 
 

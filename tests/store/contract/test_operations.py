@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.store.contract.conftest import file_state
+from turnback.catalog import Message
 from turnback.errors import UsageError
 from turnback.model import FileState, OpId, Plan, PlanRow, PlanSection, RefUpdate, Session, Turn
 from turnback.paths import RelPath
@@ -21,10 +22,12 @@ def _plan(backend: StoreBackend, session: Session, turn: Turn, **fields: object)
             2,
             "skip",
             RelPath("conflict.txt"),
-            reason="changed after the turn",
+            reason=Message(
+                "clauses", parts=(Message("changed_after_turn"), Message("flag_overwrites_it", flag="--force"))
+            ),
             force_only=True,
             conflict=True,
-            warnings=("a service may still use it",),
+            warnings=(Message("setuid_not_restored"),),
         ),
         PlanRow(3, "ref", RelPath("refs/heads/main"), ref=RefUpdate("refs/heads/main", "bbb", "aaa")),
         PlanRow(4, "restore", RelPath("/etc/outside.conf"), target=target, outside=True, unmark=True),
@@ -35,11 +38,14 @@ def _plan(backend: StoreBackend, session: Session, turn: Turn, **fields: object)
         "session_id": session.id,
         "project_id": session.project_id,
         "rows": rows,
-        "sections": (PlanSection(turn.id, "turn 1"), PlanSection(None, "outside the project")),
+        "sections": (
+            PlanSection(turn.id, Message("section_undo_turn", turn="0a1b", title="fix the parser")),
+            PlanSection(None, Message("section_roll_back_to_start")),
+        ),
         "turn_ids": (turn.id,),
         "force": True,
         "created_at": backend.now(),
-        "notes": ("run the tests again",),
+        "notes": (Message("nothing_resent", count=2),),
         "head_from": turn.id,
         "head_to": None,
         "moves_head": True,
@@ -76,10 +82,14 @@ def test_row_results_and_the_operations_of_a_session(backend: StoreBackend, sess
     redo = _plan(backend, session, turn, kind="redo", reverses=applied.id)
     for plan in (preview, applied, redo):
         backend.save_plan(plan)
-    backend.set_row_status(applied.id, 0, "done", "restored")
+    backend.set_row_status(applied.id, 0, "done", Message("changed_since_preview", then=Message("plan_again")))
     backend.set_row_status(applied.id, 2, "skipped", None)
     rows = backend.load_plan(applied.id).rows
-    assert [(r.status, r.note) for r in rows[:3]] == [("done", "restored"), ("pending", None), ("skipped", None)]
+    assert [(r.status, r.note) for r in rows[:3]] == [
+        ("done", Message("changed_since_preview", then=Message("plan_again"))),
+        ("pending", None),
+        ("skipped", None),
+    ]
     assert backend.ops_of_session(session.id) == []  # previews are not listed
     assert backend.ops_in_status(session.id, "planned") == sorted([preview.id, applied.id, redo.id])
     assert backend.newest_op_to_take_back(session.id) is None

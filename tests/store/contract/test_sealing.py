@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tests.store.contract.conftest import Backend, file_state
+from turnback.catalog import Message
 from turnback.model import FileState, OpId, Plan, PlanRow
 from turnback.paths import RelPath
 from turnback.store.api import StoreBackend
@@ -50,7 +51,7 @@ def test_no_plain_value_reaches_the_database(backend_kind: Backend, home: Path, 
         store.add_ref_changes(turn.id, [(SECRETS["ref"], "a", "b")])
         store.add_notices(session.id, [(SECRETS["path"], SECRETS["notice"])])
         store.add_busy_mark(session.id, SECRETS["busy"], None, None)
-        row = PlanRow(0, "skip", RelPath(SECRETS["path"]), reason=SECRETS["reason"])
+        row = PlanRow(0, "skip", RelPath(SECRETS["path"]), reason=Message("plain", text=SECRETS["reason"]))
         store.save_plan(Plan(OpId(store.new_id()), "undo", session.id, project.id, (row,)))
         store.save_snapshot(project.id, SECRETS["snapshot"].encode(), 1)
         assert store.call(call_id).changes[0].path == SECRETS["path"]  # all of it is there, and reads back

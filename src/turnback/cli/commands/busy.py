@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from turnback.catalog import say
 from turnback.cli import _common
 
 
@@ -35,10 +36,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session()
     if args.busy_verb == "start":
         mark = ctx.engine.busy_start(session.id, args.reason, holder_pid=args.pid if args.pid else os.getppid())
-        ctx.out.line(f"busy: {args.reason}")
+        ctx.out.line(say("busy_reason", reason=args.reason))
         ctx.out.json({"mark": {"id": mark, "reason": args.reason}})
         return 0
     ended = ctx.engine.busy_end(session.id, args.reason)
-    ctx.out.line(f"ended {ended} busy mark{'s' if ended != 1 else ''}")
+    ctx.out.line(say("busy_marks_ended", count=ended))
     ctx.out.json({"ended": ended})
     return 0 if ended else 1

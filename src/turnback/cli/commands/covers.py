@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import say, word
 from turnback.cli import _common
+from turnback.render.data import message_data
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -30,9 +32,9 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     argv = args.command[1:] if args.command[:1] == ["--"] else args.command
     coverage = ctx.engine.covers(ctx.session().id, argv, cwd=ctx.cwd)
     if coverage.covered:
-        ctx.out.line("covered: turnback undo takes back what it changes")
+        ctx.out.line(say("covers_covered"))
     else:
-        ctx.out.line("not covered:")
-        ctx.out.lines([f"  {reason}" for reason in coverage.reasons])
-    ctx.out.json({"covered": coverage.covered, "reasons": list(coverage.reasons)})
+        ctx.out.line(say("covers_not_covered"))
+        ctx.out.lines(["  " + word(reason) for reason in coverage.reasons])
+    ctx.out.json({"covered": coverage.covered, "reasons": [message_data(reason) for reason in coverage.reasons]})
     return 0 if coverage.covered else 1

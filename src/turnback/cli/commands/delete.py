@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from turnback import short_id
+from turnback.catalog import say
 from turnback.cli import _common
 
 
@@ -20,17 +21,16 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
     session = engine.session(args.session)
     turns = engine.log(session.id)
-    out.line(
-        f"delete session {short_id(session.id)} ({session.title or 'untitled'}): {len(turns)} turns and their copies"
-    )
+    title = session.title or say("untitled")
+    out.line(say("delete_session_preview", session=short_id(session.id), title=title, count=len(turns)))
     if args.dry_run:
         out.json({"session": session.id, "deleted": False})
         return 0
-    answer = _common.ask(out, "delete? y = yes, n = no", yes=args.yes)
+    answer = _common.ask(out, say("delete_prompt"), yes=args.yes)
     if answer != "yes":
         out.json({"session": session.id, "deleted": False})
-        return _common.decline(ctx, answer, nothing="nothing deleted", to_apply="delete it")
+        return _common.decline(ctx, answer, deleting=True)
     engine.delete_session(session.id)
-    out.line(f"deleted session {short_id(session.id)}")
+    out.line(say("session_deleted", session=short_id(session.id)))
     out.json({"session": session.id, "deleted": True})
     return 0

@@ -17,6 +17,7 @@ import shutil
 import tempfile
 from collections.abc import Sequence
 
+from turnback.catalog import Message, say, word
 from turnback.cli import _common
 
 START_FILES = {
@@ -51,6 +52,10 @@ def tree_manifest(root: str) -> dict[str, tuple[str, int]]:
 class DemoFailed(Exception):
     """A step of the demo did not do what it shows."""
 
+    def __init__(self, message: Message):
+        super().__init__(str(message))
+        self.message = message
+
 
 class _Player:
     def __init__(self, ctx: _common.Context, project: str, store: str):
@@ -59,9 +64,10 @@ class _Player:
         self.store = store
         self.session = ""
 
-    def say(self, text: str) -> None:
+    def say(self, code: str) -> None:
+        """A comment line before a step: the narration with *code*."""
         self.ctx.out.line("")
-        self.ctx.out.line(f"# {text}")
+        self.ctx.out.line("# " + say(code))
 
     def run(
         self, args: Sequence[str], *, stdin: bytes = b"", show: str | None = None, expect: int = 0
@@ -78,11 +84,11 @@ class _Player:
             for line in text.splitlines():
                 self.ctx.out.line(line)
         if code != expect:
-            raise DemoFailed(f"{shown} exited with {code}, not {expect}")
+            raise DemoFailed(Message("demo_step_exited", command=shown, code=code, expect=expect))
         return code, stdout.getvalue()
 
     def user_writes(self, path: str, content: bytes) -> None:
-        self.ctx.out.line(f"$ echo ... > {path}      (you, in your editor)")
+        self.ctx.out.line(say("demo_you_edit", path=path))
         with open(os.path.join(self.project, path), "wb") as handle:
             handle.write(content)
 
@@ -93,14 +99,14 @@ def _call_id(output: str) -> str:
 
 def play(player: _Player) -> None:
     p = player
-    p.say("A project, and a session for the agent that will work in it.")
+    p.say("demo_says_project")
     p.run(["init"])
     _, session_out = p.run(["session", "new", "--title", "demo"])
     p.session = session_out.strip()
-    p.ctx.out.line("$ S=...   (the session id, printed above)")
+    p.ctx.out.line(say("demo_session_variable"))
     s = ["--session", p.session]
 
-    p.say("Turn 1: the agent edits a file and writes a new one. Each call shows its diff.")
+    p.say("demo_says_turn_1")
     p.run(["turn", "begin", *s, "--message", "greet politely and add a changelog"])
     p.run(["edit", *s, "src/app.py", "--old", '"Hello, "', "--new", '"Good day, "'])
     changes = b"# Changes\n\n- greet politely\n"
@@ -108,30 +114,30 @@ def play(player: _Player) -> None:
     p.run(["write", *s, "docs/CHANGES.md"], stdin=changes, show=shown)
     p.run(["turn", "end", *s])
 
-    p.say("Turn 2: it deletes a file, moves another, and edits the moved one.")
+    p.say("demo_says_turn_2")
     p.run(["turn", "begin", *s, "--message", "tidy up"])
     p.run(["rm", *s, "notes.txt"])
     p.run(["mv", *s, "src/util.py", "src/helpers.py"])
     p.run(["edit", *s, "src/helpers.py", "--old", "a + b", "--new", "sum((a, b))"])
     p.run(["turn", "end", *s])
 
-    p.say("Turn 3: one more edit of app.py.")
+    p.say("demo_says_turn_3")
     p.run(["turn", "begin", *s, "--message", "print twice"])
     _, edit3 = p.run(["edit", *s, "src/app.py", "--old", 'print(greet("world"))', "--new", 'print(greet("you"))'])
     p.run(["turn", "end", *s])
 
-    p.say("What happened, turn by turn.")
+    p.say("demo_says_log")
     p.run(["log", *s])
 
-    p.say("You edit app.py yourself. Reverting turn 3's call now would lose your edit, so it refuses.")
+    p.say("demo_says_refuses")
     mine = b'def greet(name):\n    return "Good day, " + name\n\n\nprint(greet("you"))\nprint("mine")\n'
     p.user_writes("src/app.py", mine)
     p.run(["revert", _call_id(edit3), "--yes"], expect=1)
 
-    p.say("You decide your line can go: --anyway restores over exactly what was shown; it goes to the trash.")
+    p.say("demo_says_anyway")
     p.run(["revert", _call_id(edit3), "--anyway", "--yes"])
 
-    p.say("Undo turns 1 and 2 at once, newest first. Undo shows its plan first; --dry-run stops there.")
+    p.say("demo_says_undo")
     p.run(["undo", *s, "--from", "1", "--dry-run"])
     p.run(["undo", *s, "--from", "1", "--yes"])
     p.run(["log", *s])
@@ -152,14 +158,14 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     os.environ["TURNBACK_NO_KEYRING"] = "1"  # a demo store must not leave a key in the user's keyring
     os.environ.pop("TURNBACK_SESSION", None)
     cwd = os.getcwd()
-    failure = None
+    failure: Message | None = None
     try:
         os.chdir(project)
-        ctx.out.line(f"turnback demo: a temp project in {project}")
+        ctx.out.line(say("demo_project_in", project=project))
         try:
             play(_Player(ctx, project, store))
         except DemoFailed as exc:
-            failure = str(exc)
+            failure = exc.message
         same = tree_manifest(project) == start
     finally:
         os.chdir(cwd)
@@ -172,12 +178,13 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     ctx.out.line("")
     if failure:
-        ctx.out.line(f"the demo stopped: {failure}")
+        ctx.out.line(say("demo_stopped", failure=failure))
     elif same:
-        ctx.out.line("the project is byte-identical to its start: every file, every mode, nothing extra")
+        ctx.out.line(say("demo_identical"))
     else:
-        ctx.out.line("the project differs from its start: this is a bug in turnback")
+        ctx.out.line(say("demo_differs"))
     if args.keep:
-        ctx.out.line(f"kept: {workdir}")
-    ctx.out.json({"identical": same, "failed": failure, "kept": workdir if args.keep else None})
+        ctx.out.line(say("demo_kept", folder=workdir))
+    failed = {"failed": word(failure), "code": failure.code} if failure else {"failed": None, "code": None}
+    ctx.out.json({"identical": same, **failed, "kept": workdir if args.keep else None})
     return 0 if same and not failure else 1

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 
+from turnback.catalog import Message, say, word
 from turnback.cli import _common
+from turnback.model import RefChange, ref_short_name, ref_value_text
 from turnback.render import data, views
 
 
@@ -27,21 +30,41 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     parser.add_argument("--stat", action="store_true", help="per group totals and a line per file")
 
 
+def _refs_moved(refs: Sequence[RefChange]) -> Message:
+    """``main 1a2b3c4 -> 5d6e7f8, HEAD main -> feature``: each ref a turn moved, from and to."""
+    moves = tuple(
+        Message(
+            "ref_moved_from_to",
+            name=ref_short_name(ref.name),
+            before=ref_value_text(ref.before),
+            after=ref_value_text(ref.after),
+        )
+        for ref in refs
+    )
+    return Message("comma_list", items=moves)
+
+
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     diff = engine.turn_diff(ctx.session(with_turns=True).id, args.turn)
     out = ctx.out
     ignored = set(diff.ignored)
     if diff.note:
-        out.note(f"turnback: {diff.note}")
+        out.note("turnback: " + word(diff.note))
+    files = [c for c in diff.changes if "dir" not in (c.before.kind, c.after.kind)]
     if out.json_mode:
-        files = [
+        rows = [
             {"path": c.path, "kind": c.kind, "added": c.added, "removed": c.removed, "ignored": c.path in ignored}
-            for c in diff.changes
-            if "dir" not in (c.before.kind, c.after.kind)
+            for c in files
         ]
         patch = views.patch_text(diff.changes, ignored, engine.load)  # with --stat too: one shape
-        out.json({"turn": data.turn_data(diff.turn), "files": files, "patch": patch})
+        refs = [{"name": r.name, "before": r.before, "after": r.after} for r in diff.turn.refs]
+        out.json({"turn": data.turn_data(diff.turn), "files": rows, "patch": patch, "refs": refs})
+        return 0
+    if not files and diff.turn.refs:
+        # An empty patch would say nothing at all: say what the turn did move (on stderr, as the lines
+        # about left-out files, so a pipe still gets a plain patch).
+        out.note(say("diff_only_refs", refs=_refs_moved(diff.turn.refs)))
         return 0
     left_out = views.left_out_lines(diff.changes, ignored)
     if args.stat:

@@ -19,6 +19,7 @@ import sys
 
 import turnback
 from turnback import boundary, short_id
+from turnback.catalog import say, word
 from turnback.cli import _common
 from turnback.engine import CommandNotStarted
 from turnback.render import data
@@ -58,9 +59,9 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         if args.background:
             call = ctx.engine.start_job(session.id, argv, cwd=ctx.cwd, output=args.output, unasked=args.unasked)
             if call.status == "failed":
-                out.note(f"turnback: the job did not start: {call.error}")
+                out.note("turnback: " + say("job_did_not_start", error=word(call.error or "")))
                 return EXIT_TURNBACK_FAILED
-            out.line(f"job {short_id(call.id)} started (pid {call.pid}): {' '.join(map(quote, argv))}")
+            out.line(say("job_started", job=short_id(call.id), pid=call.pid, command=" ".join(map(quote, argv))))
             out.json({"job": {"id": call.id, "pid": call.pid}})
             return 0
         stdout = sys.stderr.buffer if out.json_mode else None
@@ -70,18 +71,16 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         )
     except CommandNotStarted as error:
         code = EXIT_NOT_FOUND if error.errno == errno.ENOENT else EXIT_CANNOT_RUN
-        out.note(f"turnback: {error}")
+        out.note("turnback: " + word(error.message))
         out.json(boundary.refusal_data(error, code))
         return code
     except turnback.TurnbackError as error:
-        out.note(f"turnback: {error}")
+        out.note("turnback: " + word(error.message))
         out.json(boundary.refusal_data(error, EXIT_TURNBACK_FAILED))
         return EXIT_TURNBACK_FAILED
     if result.timed_out:
-        out.note(
-            f"turnback: the command still runs after {args.timeout:g} s; it goes on, its changes are recorded "
-            f"when it ends, and undo waits for it (turnback jobs; turnback jobs stop {short_id(result.call.id)})"
-        )
+        still_runs = say("command_still_runs", seconds=f"{args.timeout:g}", job=short_id(result.call.id))
+        out.note("turnback: " + still_runs)
     if result.line:
         if out.json_mode:
             out.note(result.line)

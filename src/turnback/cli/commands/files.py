@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import say, word
 from turnback.cli import _common
-from turnback.render.terminal import quote
+from turnback.render.terminal import display_width, pad, quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -16,7 +17,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     files = ctx.engine.files(ctx.session(with_turns=True).id)
-    width = max((len(quote(path)) for path, _ in files), default=0) + 2
-    ctx.out.lines([f"{quote(path):<{width}}{state}" for path, state in files] or ["no files changed"])
-    ctx.out.json({"files": [{"path": path, "state": state} for path, state in files]})
+    width = max((display_width(quote(path)) for path, _ in files), default=0) + 2
+    ctx.out.lines([pad(quote(path), width) + word(state) for path, state in files] or [say("no_files_changed")])
+    ctx.out.json({"files": [{"path": path, "state": word(state), "code": state.code} for path, state in files]})
     return 0

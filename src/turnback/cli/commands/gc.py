@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import Message, join
 from turnback.cli import _common
 from turnback.render.diff import human_size
 
@@ -18,12 +19,12 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     capped = engine.enforce_caps()
     reclaimed = engine.gc(vacuum=True if args.vacuum else None)
     blobs, size = reclaimed.blobs + capped.blobs, reclaimed.bytes + capped.bytes
-    line = f"reclaimed {blobs} cop{'ies' if blobs != 1 else 'y'} ({human_size(size)})"
+    parts = [Message("gc_reclaimed", count=blobs, size=human_size(size))]
     if reclaimed.vacuumed or capped.vacuumed:
-        line += "; the database was compacted"
+        parts.append(Message("gc_compacted"))
     if capped.evicted_calls:
-        line += f"; {len(capped.evicted_calls)} calls over store.max_mib can no longer be reverted"
-    ctx.out.line(line)
+        parts.append(Message("gc_evicted", count=len(capped.evicted_calls)))
+    ctx.out.line(join(parts))
     ctx.out.json(
         {
             "blobs": blobs,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import say
 from turnback.cli import _common
 
 
@@ -14,6 +15,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     project, created = ctx.engine.init_project(args.dir)
-    ctx.out.line(f"{'registered' if created else 'already registered'}: {project.root} (project {project.id})")
+    registered = "project_registered" if created else "project_already_registered"
+    ctx.out.line(say(registered, root=project.root, project=project.id))
     ctx.out.json({"project": {"id": project.id, "root": project.root}, "created": created})
     return 0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from turnback.catalog import Message, say
 from turnback.cli import _common
 from turnback.hooks import install as claude_settings
 
@@ -36,11 +37,11 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     path = claude_settings.settings_path(project=project, user_home=os.path.expanduser("~"))
     if args.verb == "install":
         events = claude_settings.install(path)
-        ctx.out.line(f"installed turnback's hooks in {path}: {', '.join(events)}")
-        ctx.out.line("use Claude Code as usual; turnback log, turnback undo and turnback diff work in a terminal")
+        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
+        ctx.out.line(say("hooks_use_as_usual"))
         ctx.out.json({"settings": path, "events": events})
         return 0
     removed = claude_settings.uninstall(path)
-    ctx.out.line(f"removed turnback's hooks from {path}" if removed else f"no turnback hooks in {path}")
+    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
     ctx.out.json({"settings": path, "removed": removed})
     return 0 if removed else 1

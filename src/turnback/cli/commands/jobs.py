@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import signal
 
-from turnback import short_id
+from turnback import Call, short_id
+from turnback.catalog import say, word
 from turnback.cli import _common
 from turnback.render import data
 from turnback.render.terminal import quote
@@ -27,30 +29,41 @@ def _command(raw: str | None) -> str:
         return ""
 
 
+def _ended(call: Call) -> str:
+    """How a job that no longer runs ended: failed to run, exited, or was ended by a signal."""
+    if call.status == "failed":
+        return say("job_failed", error=quote(word(call.error or "")))
+    status = call.exit_code
+    if status is None:
+        return say("job_ended")
+    if status < 0:  # as Python reports a child a signal ended: minus the signal's number
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "?"
+        return say("job_ended_signal", signal=-status, name=name)
+    return say("job_ended_exit", status=status)
+
+
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     if args.jobs_verb == "stop":
         call = engine.stop_job(args.job)
-        ctx.out.line(f"asked job {short_id(call.id)} to stop: {_command(call.input)}")
+        ctx.out.line(say("job_asked_to_stop", job=short_id(call.id), command=_command(call.input)))
         ctx.out.json({"job": {"id": call.id, "stopping": True}})
         return 0
     session = ctx.session()
     jobs = engine.jobs(project_id=session.project_id)
     items = []
     for call in jobs:
-        if call.status == "running":
-            state = f"running (pid {call.pid})"
-        elif call.status == "failed":
-            state = f"failed: {quote(str(call.error))}"
-        else:
-            state = f"ended (exit {call.exit_code})" if call.exit_code is not None else "ended"
-        mine = "" if call.session_id == session.id else "  (another session)"
+        state = say("job_running", pid=call.pid) if call.status == "running" else _ended(call)
+        mine = "" if call.session_id == session.id else "  " + say("job_of_another_session")
         started = datetime.datetime.fromtimestamp(call.started_at / 1e9).strftime("%H:%M:%S")
         files = sum(1 for c in call.changes if "dir" not in (c.before.kind, c.after.kind if c.after else ""))
-        changed = f"  {files} file{'s' if files != 1 else ''} changed" if call.status != "running" else ""
+        changed = "  " + say("job_files_changed", count=files) if call.status != "running" else ""
         ctx.out.line(f"{short_id(call.id)}  {started}  {state}{changed}  {_command(call.input)}{mine}")
         items.append({**data.call_data(call), "pid": call.pid, "exit": call.exit_code, "session": call.session_id})
     if not jobs:
-        ctx.out.line("no background jobs in this project")
+        ctx.out.line(say("no_background_jobs"))
     ctx.out.json({"jobs": items})
     return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import say
 from turnback.cli import _common
 from turnback.render import data, text
 
@@ -21,11 +22,12 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = engine.session(session.id)
     active = {turn.id for turn in engine.active_line(session.id)}
     resent = {turn.id for turn in turns if turn.resent}
-    lines = text.log_lines(turns, engine.load, head=session.head, active=active, resent=resent)
-    ctx.out.lines(lines or ["no turns yet"])
+    notes = engine.overlap_notes  # a change another call (of any session) may have made says so, as in show
+    lines = text.log_lines(turns, engine.load, head=session.head, active=active, resent=resent, notes=notes)
+    ctx.out.lines(lines or [say("no_turns_yet")])
     nodes = []
     for turn in turns:
-        node = data.turn_data(turn)
+        node = data.turn_data(turn, notes)
         node["head"] = turn.id == session.head
         node["branch"] = "resent" if turn.id in resent else "active" if turn.id in active else "abandoned"
         nodes.append(node)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import Message
 from turnback.cli import _common
 from turnback.errors import UsageError
 
@@ -31,6 +32,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     try:
         from turnback.mcp.server import serve
     except ImportError as exc:
-        raise UsageError("the MCP server needs the mcp package: pip install 'turnback[mcp]'") from exc
-    serve(args.root, home=ctx.home, title=args.title)
+        raise UsageError(Message("mcp_package_missing")) from exc
+    serve(args.root, home=ctx.home, title=args.title, lang=getattr(args, "lang", None))
     return 0

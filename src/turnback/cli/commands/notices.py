@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import word
 from turnback.cli import _common
 
 
@@ -14,6 +15,8 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     notices = ctx.engine.take_notices(ctx.session().id)
-    ctx.out.lines([text for _, text in notices])
-    ctx.out.json({"notices": [{"path": path, "text": text} for path, text in notices]})
+    ctx.out.lines([word(message) for _, message in notices])
+    ctx.out.json(
+        {"notices": [{"path": path, "text": word(message), "code": message.code} for path, message in notices]}
+    )
     return 0

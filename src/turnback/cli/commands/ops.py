@@ -6,7 +6,10 @@ import argparse
 import datetime
 
 from turnback import short_id
+from turnback.catalog import Message, join, say, word
 from turnback.cli import _common
+from turnback.render import text
+from turnback.render.terminal import pad
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -24,13 +27,15 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         when = datetime.datetime.fromtimestamp(plan.created_at / 1e9).strftime("%Y-%m-%d %H:%M:%S")
         notes = []
         if plan.status == "applying":
-            notes.append("interrupted: the next undo finishes it")
+            notes.append(Message("op_interrupted_next_undo"))
         if plan.id in taken_back:
-            notes.append(f"taken back by {short_id(taken_back[plan.id])}")
+            notes.append(Message("op_taken_back_by", op=short_id(taken_back[plan.id])))
         if plan.reverses:
-            notes.append(f"takes back {short_id(plan.reverses)}")
-        note = f"  ({'; '.join(notes)})" if notes else ""
-        ctx.out.line(f"{short_id(plan.id)}  {when}  {plan.kind:<8} {done} of {len(plan.rows)} rows done{note}")
+            notes.append(Message("op_takes_back", op=short_id(plan.reverses)))
+        note = f"  ({join(notes)})" if notes else ""
+        kind = pad(word(text.op_noun(plan.kind)), 8)
+        rows = say("rows_done", done=done, count=len(plan.rows))
+        ctx.out.line(f"{short_id(plan.id)}  {when}  {kind} {rows}{note}")
         items.append(
             {
                 "id": plan.id,
@@ -43,6 +48,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             }
         )
     if not items:
-        ctx.out.line("no operations yet")
+        ctx.out.line(say("no_operations_yet"))
     ctx.out.json({"ops": items})
     return 0

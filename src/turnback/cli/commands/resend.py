@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import Message, say
 from turnback.cli import _common
 from turnback.render import data, text
-from turnback.render.terminal import quote
+from turnback.render.terminal import display_width, pad, quote
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -39,20 +40,27 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
     plan = engine.plan_resend(ctx.session(with_turns=True).id, args.turn, mode=args.mode or "revert")
     files = engine.resend_files(plan)
-    width = max((len(quote(f.path)) for f in files), default=0) + 2
+    width = max((display_width(quote(f.path)) for f in files), default=0) + 2
     for item in files:
-        calls = f"{item.calls} call{'s' if item.calls != 1 else ''}"
-        out.line(f"{quote(item.path):<{width}}{calls:<10}+{item.added} -{item.removed}")
+        calls = say("n_calls", count=item.calls)
+        out.line(f"{pad(quote(item.path), width)}{pad(calls, 10)}+{item.added} -{item.removed}")
     if not files:
-        out.line("the calls changed no file this session can still revert")
+        out.line(say("resend_no_files"))
     files_data = [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
     if args.mode is None:
         out.lines(text.plan_lines(plan, engine.load, diff_limit=0))
-        out.line("nothing sent yet: choose --revert (Revert and Send), --keep (Keep Files and Send) or --anyway")
+        out.line(
+            say(
+                "resend_choose",
+                revert=Message("label_revert_and_send"),
+                keep=Message("label_keep_files_and_send"),
+                anyway=Message("label_send_anyway"),
+            )
+        )
         out.json({"files": files_data, **data.plan_data(plan, applied=False), "resent": False})
         return 0
     result = engine.apply(plan)
     out.lines(text.result_lines(result))
-    resent = not any(note.startswith("nothing was resent") for note in result.notes)
+    resent = not any(note.code == "nothing_resent" for note in result.notes)
     out.json({"files": files_data, **data.result_data(result), "resent": resent})
     return 0 if resent else 1

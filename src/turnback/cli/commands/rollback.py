@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 
 from turnback import short_id
+from turnback.catalog import say
 from turnback.cli import _common
 from turnback.render import data, text, views
 
@@ -52,7 +53,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         head = short_id(plan.head_from) if plan.head_from else "0"
         session = f" --session {args.session}" if args.session else ""
         command = f"turnback rollback {args.turn}{session} --confirm --expect-head {head}"
-        out.line(f"this changes nothing yet: {command} applies it")
+        out.line(say("rollback_changes_nothing_yet", command=command))
         out.json({**data.plan_data(plan, applied=False), "turns": list(plan.turn_ids)})
         return 0
     result = engine.apply(plan)

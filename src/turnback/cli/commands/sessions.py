@@ -9,6 +9,7 @@ import argparse
 import datetime
 
 from turnback import short_id
+from turnback.catalog import say
 from turnback.cli import _common
 from turnback.render import data
 from turnback.render.terminal import quote
@@ -32,15 +33,18 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         project = engine.project_of(session)
         turns = engine.log(session.id)
         active = datetime.datetime.fromtimestamp(session.active_at / 1e9).strftime("%Y-%m-%d %H:%M")
-        marks = "  (incognito)" if session.incognito else ""
-        marks += "  (default)" if session.id in defaults else ""
+        marks = "  " + say("session_incognito") if session.incognito else ""
+        marks += "  " + say("session_default") if session.id in defaults else ""
         title = f"  {quote(session.title)}" if session.title else ""
-        ctx.out.line(f"{short_id(session.id)}  {active}  {len(turns):>3} turns  {quote(project.root)}{title}{marks}")
+        # The count right-aligned in three columns, so the turn labels line up.
+        count = say("n_turns", count=len(turns))
+        count = " " * max(0, 3 - len(str(len(turns)))) + count
+        ctx.out.line(f"{short_id(session.id)}  {active}  {count}  {quote(project.root)}{title}{marks}")
         item = data.session_data(session, project)
         item["turns"] = len(turns)
         item["default"] = session.id in defaults
         items.append(item)
     if not sessions:
-        ctx.out.line("no sessions yet: start one with turnback session new --project DIR")
+        ctx.out.line(say("no_sessions_yet"))
     ctx.out.json({"sessions": items})
     return 0

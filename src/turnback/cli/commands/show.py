@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from turnback.catalog import word
 from turnback.cli import _common
 from turnback.render import data
 
@@ -27,7 +28,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     call = ctx.engine.call_as_it_stands(args.call)
     if args.input:
         raw = ctx.engine.call_input(call)
-        ctx.out.lines(_pretty(raw) if raw is not None else [f"({ctx.engine.missing_input_reason(call)})"])
+        ctx.out.lines(_pretty(raw) if raw is not None else ["(" + word(ctx.engine.missing_input_reason(call)) + ")"])
         ctx.out.json({"call": {**data.call_data(call), "input": raw}})
         return 0
     return _common.show_call(ctx, call)

@@ -6,6 +6,7 @@ import argparse
 import os
 
 from turnback import short_id
+from turnback.catalog import say, word
 from turnback.cli import _common
 from turnback.render import data
 
@@ -32,12 +33,12 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.turn_verb == "begin":
         holder = args.pid if args.pid is not None else os.getppid()
         turn = ctx.engine.begin_turn(session.id, args.message, holder_pid=holder)
-        ctx.out.line(f"turn {turn.number} {short_id(turn.id)}")
+        ctx.out.line(say("turn_begun", number=turn.number, turn=short_id(turn.id)))
         ctx.out.json({"turn": {"id": turn.id, "number": turn.number, "parent": turn.parent}})
         return 0
     turn, summary = ctx.engine.end_turn(session.id)
     if summary.line or not summary.notes:
-        ctx.out.line(summary.line or "no files changed")
-    ctx.out.lines(list(summary.notes))
+        ctx.out.line(word(summary.line) if summary.line else say("no_files_changed"))
+    ctx.out.lines([word(note) for note in summary.notes])
     ctx.out.json({"turn": data.turn_data(turn), "summary": data.summary_data(summary)})
     return 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 
 from turnback import short_id
+from turnback.catalog import Message, say, word
 from turnback.cli import _common
 
 
@@ -20,32 +21,31 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     damage = ctx.engine.verify()
     out = ctx.out
     if damage.clean:
-        out.line("verified: every copy decrypts and matches its id; the database is intact")
+        out.line(say("verify_clean"))
     for problem in damage.integrity:
-        out.line(f"database: {problem}")
+        out.line(say("verify_database_problem", problem=word(problem)))
     if damage.blobs:
-        out.line(f"{len(damage.blobs)} damaged cop{'ies' if len(damage.blobs) != 1 else 'y'}")
+        out.line(say("verify_damaged_copies", count=len(damage.blobs)))
     for session_id, records in damage.records_by_session.items():
-        shown = "; ".join(records)
         if session_id:
-            out.line(f"session {short_id(session_id)}: damaged: {shown}; its log and undo stop there")
+            out.line(say("verify_session_damaged", session=short_id(session_id), records=tuple(records)))
         else:
-            out.line(f"store: damaged: {shown}")
+            out.line(say("verify_store_damaged", records=tuple(records)))
     for session_id, calls in damage.calls_by_session.items():
-        shown = ", ".join(short_id(call) for call in calls)
-        out.line(f"session {short_id(session_id)}: {len(calls)} call(s) can no longer be reverted: {shown}")
+        shown = Message("comma_list", items=tuple(short_id(call) for call in calls))
+        out.line(say("verify_calls_unrevertable", session=short_id(session_id), count=len(calls), calls=shown))
     if damage.integrity:
-        out.line("no session is vouched for while the database is damaged: a damaged page or index hides rows")
+        out.line(say("verify_none_vouched"))
     elif not damage.clean and damage.intact_sessions:
-        shown = ", ".join(short_id(session) for session in damage.intact_sessions)
-        out.line(f"intact: {len(damage.intact_sessions)} session(s), every record and copy: {shown}")
+        shown = Message("comma_list", items=tuple(short_id(session) for session in damage.intact_sessions))
+        out.line(say("verify_intact", count=len(damage.intact_sessions), sessions=shown))
     out.json(
         {
             "ok": damage.clean,
             "damaged_blobs": len(damage.blobs),
-            "integrity": list(damage.integrity),
+            "integrity": [word(problem) for problem in damage.integrity],
             "sessions": {session: list(calls) for session, calls in damage.calls_by_session.items()},
-            "records": {session: list(records) for session, records in damage.records_by_session.items()},
+            "records": {session: [word(r) for r in records] for session, records in damage.records_by_session.items()},
             "intact_sessions": list(damage.intact_sessions),
         }
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 
+from turnback.catalog import say, word
 from turnback.cli import _common
 from turnback.model import ProjectId
 
@@ -50,36 +51,36 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.watch_verb == "start":
         pid = engine.watch_start(project)
         status = engine.watch_status(project)
-        out.line(f"watching {project.root} (pid {pid}): scans visit only what changed")
+        out.line(say("watch_started", root=project.root, pid=pid))
         if status is not None and status.reason:
-            out.line(f"but every scan visits everything: {status.reason}")
+            out.line(say("watch_visits_everything", reason=word(status.reason)))
         out.json(
             {
                 "project": project.root,
                 "pid": pid,
                 "folders": status.folders if status else 0,
-                "reason": status.reason if status else None,
+                "reason": word(status.reason) if status and status.reason else None,
             }
         )
         return 0
     if args.watch_verb == "stop":
         stopped = engine.watch_stop(project)
-        out.line(f"stopped the watcher of {project.root} (pid {stopped})" if stopped else "no watcher runs here")
+        out.line(say("watch_stopped", root=project.root, pid=stopped) if stopped else say("watch_none_here"))
         out.json({"project": project.root, "stopped": stopped})
         return 0 if stopped else 1
     status = engine.watch_status(project)
     if status is None:
-        out.line(f"no watcher runs for {project.root}: every scan visits every path")
+        out.line(say("watch_none_for", root=project.root))
     else:
-        out.line(f"watching {project.root} (pid {status.pid}, {status.folders} folders)")
+        out.line(say("watch_status", root=project.root, pid=status.pid, count=status.folders))
         if status.reason:
-            out.line(f"but every scan visits everything: {status.reason}")
+            out.line(say("watch_visits_everything", reason=word(status.reason)))
     out.json(
         {
             "project": project.root,
             "pid": status.pid if status else None,
             "folders": status.folders if status else 0,
-            "reason": status.reason if status else None,
+            "reason": word(status.reason) if status and status.reason else None,
         }
     )
     return 0 if status else 1

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable
 from typing import Any, get_args
 
+from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, RecordDamagedError
 from turnback.model import (
     BlobId,
@@ -35,47 +36,58 @@ LOCKS_DIR = "locks"
 LOG_NAME = "turnback.log"
 
 # What a sealed value's associated data names: its table's owner (and the item in it), for messages.
-_SEALED_OWNERS = {
-    "projects": ("project", None),
-    "sessions": ("session", None),
-    "turns": ("turn", None),
-    "calls": ("call", None),
-    "changes": ("call", "change"),
-    "ops": ("operation", None),
-    "op_rows": ("operation", "row"),
-    "ref_changes": ("turn", "git ref change"),
-    "busy_marks": ("busy mark", None),
-    "notices": ("notice", None),
-    "snapshots": ("snapshot", None),
+_SEALED_OWNERS: dict[str, tuple[Message, Message | None]] = {
+    "projects": (Message("record_noun_project"), None),
+    "sessions": (Message("record_noun_session"), None),
+    "turns": (Message("record_noun_turn"), None),
+    "calls": (Message("record_noun_call"), None),
+    "changes": (Message("record_noun_call"), Message("record_noun_change")),
+    "ops": (Message("record_noun_operation"), None),
+    "op_rows": (Message("record_noun_operation"), Message("record_noun_row")),
+    "ref_changes": (Message("record_noun_turn"), Message("record_noun_git_ref_change")),
+    "busy_marks": (Message("record_noun_busy_mark"), None),
+    "notices": (Message("record_noun_notice"), None),
+    "snapshots": (Message("record_noun_snapshot"), None),
 }
 
 
-def sealed_where(context: str) -> str:
+def record_named(noun: Message, record_id: str) -> Message:
+    """ "call 1a2b3c": a stored record, by its kind and short id, as a damaged record's ``what`` names it."""
+    return Message("record_named", noun=noun, id=short_id(record_id))
+
+
+def record_item(item: Message, seq: object, owner: Message) -> Message:
+    """ "change 2 of call 1a2b3c": one of a record's numbered items."""
+    return Message("record_item_of", item=item, seq=str(seq), owner=owner)
+
+
+def sealed_where(context: str) -> Message:
     """``changes.path:CALL:SEQ`` as "the path of change SEQ of call CALL": where a sealed value belongs."""
     name, _, ids = context.partition(":")
     table, _, column = name.partition(".")
-    owner, item = _SEALED_OWNERS.get(table, (table, None))
+    owner, item = _SEALED_OWNERS.get(table, (Message("plain", text=table), None))
     first, _, seq = ids.partition(":")
-    where = f"{owner} {short_id(first)}"
+    where = record_named(owner, first)
     if item:
-        where = f"{item} {seq} of {where}"
-    return f"the {column.replace('_', ' ')} of {where}" if column else where
+        where = record_item(item, seq, where)
+    # The column is the database's own name for the value (``before target``): shown as it is, in every language.
+    return Message("record_sealed_value", column=column.replace("_", " "), record=where) if column else where
 
 
-def checked_choice(value: Any, allowed: tuple[str, ...], what: str) -> Any:
+def checked_choice(value: Any, allowed: tuple[str, ...], what: Message) -> Any:
     """*value* when it is one of *allowed*; else the record holding it is damaged (a flipped byte, a bad page)."""
     if value not in allowed:
         raise RecordDamagedError(what)
     return value
 
 
-def checked_int(value: Any, what: str, *, optional: bool = True) -> Any:
+def checked_int(value: Any, what: Message, *, optional: bool = True) -> Any:
     if (value is None and optional) or (isinstance(value, int) and not isinstance(value, bool)):
         return value
     raise RecordDamagedError(what)
 
 
-def checked_blob_id(value: Any, what: str) -> BlobId | None:
+def checked_blob_id(value: Any, what: Message) -> BlobId | None:
     if value is None:
         return None
     if not isinstance(value, bytes) or len(value) != ID_LEN:

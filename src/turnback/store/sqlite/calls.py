@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 
+from turnback.catalog import Message
 from turnback.errors import RecordDamagedError, UsageError
 from turnback.model import (
     Call,
@@ -17,7 +18,6 @@ from turnback.model import (
     SessionId,
     Turn,
     TurnId,
-    short_id,
 )
 from turnback.paths import RelPath
 from turnback.store.records import CallProcesses, CallSnapshots, OverlappingCall, RunningCommand
@@ -29,6 +29,8 @@ from turnback.store.sqlite.base import (
     checked_blob_id,
     checked_choice,
     checked_int,
+    record_item,
+    record_named,
     state_columns,
 )
 
@@ -109,7 +111,7 @@ class CallQueries(SqliteRecords):
 
     def _call_from_row(self, row: sqlite3.Row, *, with_changes: bool = True) -> Call:
         call_id = CallId(row["id"])
-        what = f"call {short_id(call_id)}"
+        what = record_named(Message("record_noun_call"), call_id)
         if not isinstance(row["tool"], str):
             raise RecordDamagedError(what)
         return Call(
@@ -133,7 +135,7 @@ class CallQueries(SqliteRecords):
     def call(self, call_id: CallId) -> Call:
         row = self.db.one(f"SELECT {_CALL_COLUMNS} FROM calls WHERE id=?", (call_id,))
         if row is None:
-            raise UsageError(f"no call {call_id}")
+            raise UsageError(Message("no_such_call", call=call_id))
         return self._call_from_row(row)
 
     def calls_of_turn(self, turn_id: TurnId) -> tuple[Call, ...]:
@@ -241,7 +243,7 @@ class CallQueries(SqliteRecords):
     def set_change_after(self, change_id: int, after: FileState, *, partial: bool) -> None:
         row = self.db.one("SELECT call_id, seq FROM changes WHERE id=?", (change_id,))
         if row is None:
-            raise UsageError(f"no change {change_id}")
+            raise UsageError(Message("no_such_change", change=change_id))
         where = f"{row['call_id']}:{row['seq']}"
         self.db.execute(
             "UPDATE changes SET after_kind=?, after_blob=?, after_size=?, after_mode=?, after_target_enc=?, partial=?"
@@ -257,7 +259,7 @@ class CallQueries(SqliteRecords):
     def delete_change(self, change_id: int) -> None:
         self.db.execute("DELETE FROM changes WHERE id=?", (change_id,))
 
-    def _state_from_row(self, row: sqlite3.Row, side: str, where: str, what: str) -> FileState:
+    def _state_from_row(self, row: sqlite3.Row, side: str, where: str, what: Message) -> FileState:
         """The state *side* ("before" or "after") of a change row."""
         return FileState(
             kind=checked_choice(row[f"{side}_kind"], STATE_KINDS, what),
@@ -269,7 +271,9 @@ class CallQueries(SqliteRecords):
 
     def _change_from_row(self, row: sqlite3.Row) -> Change:
         where = f"{row['call_id']}:{row['seq']}"
-        what = f"change {row['seq']} of call {short_id(str(row['call_id']))}"
+        what = record_item(
+            Message("record_noun_change"), row["seq"], record_named(Message("record_noun_call"), str(row["call_id"]))
+        )
         path = self._open(row["path_enc"], f"changes.path:{where}")
         if path is None:
             raise RecordDamagedError(what)

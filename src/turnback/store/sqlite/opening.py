@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import NamedTuple, Self
 
+from turnback.catalog import Message
 from turnback.errors import StoreError
 from turnback.fsio import ensure_private_dir
 from turnback.model import IdSource
@@ -30,10 +31,7 @@ trash/ holds plain copies of files that undo operations displaced.
 
 RESERVE_NAME = "reserve"
 RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
-RESERVE_FULL = (
-    "the disk holding the store is full: turnback used the space it keeps aside for this; "
-    "free some space there (turnback gc reclaims copies nothing needs)"
-)
+RESERVE_FULL = Message("store_disk_full")
 
 
 def _disk_full(home: str) -> bool:
@@ -80,7 +78,9 @@ def _release_reserve(home: str) -> bool:
 
 def _damaged(error: StoreError) -> bool:
     """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
-    text = str(error)
+    if error.code != "store_database_failed":
+        return False
+    text = str(error.message.params["reason"])
     return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
 
 
@@ -96,14 +96,10 @@ def _refuse_emptied_database(home: str) -> None:
     db_path = os.path.join(home, DB_NAME)
     made_before = os.path.isfile(os.path.join(home, "README.txt"))
     if _size(db_path) == 0 and made_before and not _size(db_path + "-wal"):
-        raise StoreError(
-            f"the database of the store at {home} is empty (truncated?): turnback will not start a new store over it. "
-            f"Nothing was changed; the plain copies in {os.path.join(home, TRASH_DIR)} are intact. "
-            "Restore the database from a backup, or move the folder away to start afresh"
-        )
+        raise StoreError(Message("store_database_emptied", home=home, trash=os.path.join(home, TRASH_DIR)))
 
 
-def _read_only_reason(home: str) -> str | None:
+def _read_only_reason(home: str) -> Message | None:
     """Why the store in *home* can only be read (a read-only mount, a folder or database it may not write);
     None when it can be written, or has no database yet."""
     db_path = os.path.join(home, DB_NAME)
@@ -112,13 +108,10 @@ def _read_only_reason(home: str) -> str | None:
     if os.access(home, os.W_OK) and os.access(db_path, os.W_OK):
         return None
     if os.statvfs(home).f_flag & os.ST_RDONLY:
-        why = "it is on a read-only file system"
+        why = Message("store_on_read_only_mount")
     else:
-        why = "its folder or its database may not be written"
-    return (
-        f"the store at {home} is read-only ({why}): log, show, diff and verify work; "
-        "this command needs to write to it, so nothing was done"
-    )
+        why = Message("store_not_writable")
+    return Message("store_read_only", home=home, why=why)
 
 
 class _Opened(NamedTuple):
@@ -140,14 +133,14 @@ def _existing_crypto(home: str, meta: dict[str, bytes], key_secret: str | None) 
     return crypto
 
 
-def _open_read_only(home: str, reason: str, key_secret: str | None) -> _Opened:
+def _open_read_only(home: str, reason: Message, key_secret: str | None) -> _Opened:
     """The database opened for reading only; a write then fails with *reason*."""
     db = Database(os.path.join(home, DB_NAME), read_only=True, read_only_reason=reason)
     try:
         crypto = _existing_crypto(home, _meta(db), key_secret)
     except KeyError as exc:
         db.close()
-        raise StoreError(f"the store at {home} lacks its key record ({exc})") from exc
+        raise StoreError(Message("store_key_record_missing", home=home, record=str(exc))) from exc
     except BaseException:
         db.close()
         raise
@@ -231,8 +224,12 @@ class StoreOpening(SqliteRecords):
             if not _damaged(exc) or not os.path.isfile(os.path.join(home, DB_NAME)):
                 raise
             unreadable = StoreError(
-                f"the store at {home} is damaged and cannot be read ({str(exc).split(': ', 1)[-1]}); "
-                f"nothing was changed or deleted, and the plain copies in {os.path.join(home, TRASH_DIR)} are intact"
+                Message(
+                    "store_unreadable",
+                    home=home,
+                    reason=exc.message.params["reason"],
+                    trash=os.path.join(home, TRASH_DIR),
+                )
             )
             try:
                 return made(_open_read_only(home, DAMAGED_READ_ONLY, key_secret))

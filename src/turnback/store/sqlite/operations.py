@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from turnback.catalog import Message
 from turnback.errors import UsageError
 from turnback.model import (
     BlobId,
@@ -19,11 +21,34 @@ from turnback.model import (
     RowStatus,
     SessionId,
     TurnId,
-    short_id,
 )
 from turnback.paths import RelPath
 from turnback.store.records import OperationSummary
-from turnback.store.sqlite.base import OP_KINDS, OP_STATUSES, ROW_ACTIONS, ROW_STATUSES, SqliteRecords, checked_choice
+from turnback.store.sqlite.base import (
+    OP_KINDS,
+    OP_STATUSES,
+    ROW_ACTIONS,
+    ROW_STATUSES,
+    SqliteRecords,
+    checked_choice,
+    record_item,
+    record_named,
+)
+
+
+def message_to_json(message: Message | None) -> dict[str, Any] | None:
+    return message.to_json() if message is not None else None
+
+
+def message_from_json(data: object) -> Message | None:
+    """A message as saved; a plain string is a reason an older turnback saved as English text."""
+    return None if data is None else _message(data)
+
+
+def _message(data: object) -> Message:
+    if isinstance(data, dict):
+        return Message.from_json(data)
+    return Message("plain", text=str(data))
 
 
 def state_to_json(state: FileState | None) -> dict[str, Any] | None:
@@ -54,14 +79,14 @@ def _row_body(row: PlanRow) -> dict[str, Any]:
     """What a plan row holds beyond its action and status (sealed as one value)."""
     return {
         "path": row.path,
-        "reason": row.reason,
+        "reason": message_to_json(row.reason),
         "expect": state_to_json(row.expect),
         "target": state_to_json(row.target),
         "change_ids": list(row.change_ids),
         "turn_id": row.turn_id,
         "force_only": row.force_only,
         "conflict": row.conflict,
-        "warnings": list(row.warnings),
+        "warnings": [message_to_json(warning) for warning in row.warnings],
         "trash_name": row.trash_name,
         "ref": [row.ref.name, row.ref.expect, row.ref.target] if row.ref else None,
         "outside": row.outside,
@@ -72,11 +97,11 @@ def _row_body(row: PlanRow) -> dict[str, Any]:
 def _plan_spec(plan: Plan) -> dict[str, Any]:
     """What a plan holds beyond its plain columns and rows (sealed as one value)."""
     return {
-        "sections": [[s.turn_id, s.title] for s in plan.sections],
+        "sections": [[s.turn_id, message_to_json(s.title)] for s in plan.sections],
         "turn_ids": list(plan.turn_ids),
         "call_id": plan.call_id,
         "force": plan.force,
-        "notes": list(plan.notes),
+        "notes": [message_to_json(note) for note in plan.notes],
         "head_from": plan.head_from,
         "head_to": plan.head_to,
         "moves_head": plan.moves_head,
@@ -119,7 +144,7 @@ class OperationQueries(SqliteRecords):
                 ],
             )
 
-    def _plan_rows(self, op_id: OpId, what: str) -> tuple[PlanRow, ...]:
+    def _plan_rows(self, op_id: OpId, what: Message) -> tuple[PlanRow, ...]:
         rows: list[PlanRow] = []
         for stored in self.db.all(
             "SELECT seq, action, status, body_enc, result_enc FROM op_rows WHERE op_id=? ORDER BY seq",
@@ -127,22 +152,22 @@ class OperationQueries(SqliteRecords):
         ):
             seq = stored["seq"]
             body = self._open_json(stored["body_enc"], f"op_rows.body:{op_id}:{seq}")
-            note = self._open(stored["result_enc"], f"op_rows.result:{op_id}:{seq}")
-            action = checked_choice(stored["action"], ROW_ACTIONS, f"row {seq} of {what}")
-            status = checked_choice(stored["status"], ROW_STATUSES, f"row {seq} of {what}")
+            note = message_from_json(self._open_json_or_text(stored["result_enc"], f"op_rows.result:{op_id}:{seq}"))
+            action = checked_choice(stored["action"], ROW_ACTIONS, record_item(Message("record_noun_row"), seq, what))
+            status = checked_choice(stored["status"], ROW_STATUSES, record_item(Message("record_noun_row"), seq, what))
             rows.append(
                 PlanRow(
                     seq=seq,
                     action=action,
                     path=RelPath(body["path"]),
-                    reason=body["reason"],
+                    reason=message_from_json(body["reason"]),
                     expect=state_from_json(body["expect"]),
                     target=state_from_json(body["target"]),
                     change_ids=tuple(body["change_ids"]),
                     turn_id=body["turn_id"],
                     force_only=body["force_only"],
                     conflict=body["conflict"],
-                    warnings=tuple(body["warnings"]),
+                    warnings=tuple(_message(warning) for warning in body["warnings"]),
                     trash_name=body["trash_name"],
                     status=status,
                     note=note,
@@ -159,8 +184,8 @@ class OperationQueries(SqliteRecords):
             (op_id,),
         )
         if op is None:
-            raise UsageError(f"no operation {op_id}")
-        what = f"operation {short_id(op_id)}"
+            raise UsageError(Message("no_such_operation", op=op_id))
+        what = record_named(Message("record_noun_operation"), op_id)
         kind = checked_choice(op["kind"], OP_KINDS, what)
         status = checked_choice(op["status"], OP_STATUSES, what)
         spec = self._open_json(op["spec_enc"], f"ops.spec:{op_id}")
@@ -171,13 +196,13 @@ class OperationQueries(SqliteRecords):
             session_id=SessionId(op["session_id"]),
             project_id=ProjectId(op["project_id"]),
             rows=rows,
-            sections=tuple(PlanSection(TurnId(t) if t else None, title) for t, title in spec["sections"]),
+            sections=tuple(PlanSection(TurnId(t) if t else None, _message(title)) for t, title in spec["sections"]),
             turn_ids=tuple(TurnId(t) for t in spec["turn_ids"]),
             call_id=CallId(spec["call_id"]) if spec["call_id"] else None,
             force=spec["force"],
             status=status,
             created_at=op["created_at"],
-            notes=tuple(spec.get("notes", ())),
+            notes=tuple(_message(note) for note in spec.get("notes", ())),
             head_from=spec.get("head_from"),
             head_to=spec.get("head_to"),
             moves_head=spec.get("moves_head", False),
@@ -198,11 +223,22 @@ class OperationQueries(SqliteRecords):
             )
         return cursor.rowcount == 1
 
-    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: str | None) -> None:
+    def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: Message | None) -> None:
+        result = json.dumps(message_to_json(note)) if note is not None else None
         self.db.execute(
             "UPDATE op_rows SET status=?, result_enc=? WHERE op_id=? AND seq=?",
-            (status, self._seal(note, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
+            (status, self._seal(result, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
         )
+
+    def _open_json_or_text(self, sealed: bytes | None, context: str) -> Any:
+        """A sealed JSON value, or (a result note an older turnback kept) its text as it is."""
+        text = self._open(sealed, context)
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return text
 
     def ops_of_session(self, session_id: SessionId) -> list[OperationSummary]:
         """The session's applied (or applying) operations, oldest first: id, kind, status, reverses, taken back by."""

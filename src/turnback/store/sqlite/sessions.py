@@ -5,11 +5,19 @@ from __future__ import annotations
 import os
 import sqlite3
 
+from turnback.catalog import Message
 from turnback.errors import RecordDamagedError, UsageError
 from turnback.model import CallId, Project, ProjectId, Session, SessionId, TurnId, short_id
 from turnback.store.records import BusyMark, IdTable, RegisteredProject
 from turnback.store.sqlite.base import SqliteRecords
 
+# What an id of each kind is called in a message about it (the nouns resolve_id's callers give).
+_ID_NOUNS = {
+    "session": Message("record_noun_session"),
+    "turn": Message("record_noun_turn"),
+    "operation": Message("record_noun_operation"),
+    "call": Message("record_noun_call"),
+}
 _SESSION_COLUMNS = "id, project_id, actor_enc, title_enc, incognito, head, created_at, active_at"
 
 
@@ -35,7 +43,7 @@ class ProjectQueries(SqliteRecords):
     def project(self, project_id: ProjectId) -> Project:
         row = self.db.one("SELECT id, root_enc FROM projects WHERE id=?", (project_id,))
         if row is None:  # every project id comes from a stored record (a session's, a plan's)
-            raise RecordDamagedError(f"project {short_id(project_id)}, which a stored record names, is missing")
+            raise RecordDamagedError(Message("record_project_missing", project=short_id(project_id)))
         root = self._open(row["root_enc"], f"projects.root:{row['id']}")
         assert root is not None
         return Project(ProjectId(row["id"]), root)
@@ -93,7 +101,7 @@ class SessionQueries(SqliteRecords):
     def session(self, session_id: SessionId) -> Session:
         row = self.db.one(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE id=?", (session_id,))
         if row is None:
-            raise UsageError(f"no session {session_id}")
+            raise UsageError(Message("no_such_session", session=session_id))
         return self._session_from_row(row)
 
     def sessions(self, project_id: ProjectId | None = None) -> list[Session]:
@@ -118,16 +126,16 @@ class SessionQueries(SqliteRecords):
         """The one id in *table* that starts with *prefix*; a clear error for none or several."""
         cleaned = prefix.strip().lower()
         if not cleaned or any(c not in "0123456789abcdef" for c in cleaned):
-            raise UsageError(f"{prefix!r} is not a {noun} id")
+            raise UsageError(Message("id_not_hex", prefix=repr(prefix), noun=_ID_NOUNS[noun]))
         rows = self.db.all(
             f"SELECT id FROM {table} WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
             (cleaned, cleaned + "g"),
         )
         if not rows:
-            raise UsageError(f"no {noun} has an id starting with {cleaned}")
+            raise UsageError(Message("id_prefix_unknown", prefix=cleaned, noun=_ID_NOUNS[noun]))
         if len(rows) > 1:
-            shown = ", ".join(row["id"][:20] for row in rows[:5])
-            raise UsageError(f"{cleaned} is the start of several {noun} ids ({shown}); give more of it")
+            shown = tuple(str(row["id"])[:20] for row in rows[:5])
+            raise UsageError(Message("id_prefix_ambiguous", prefix=cleaned, noun=_ID_NOUNS[noun], ids=shown))
         return str(rows[0]["id"])
 
     # -- a harness's own ids -----------------------------------------------------------------

@@ -5,10 +5,11 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Sequence
 
+from turnback.catalog import Message
 from turnback.errors import UsageError
-from turnback.model import Call, RefChange, SessionId, Turn, TurnId, TurnStatus, UndoState, short_id
+from turnback.model import Call, RefChange, SessionId, Turn, TurnId, TurnStatus, UndoState
 from turnback.store.records import RunningTurn
-from turnback.store.sqlite.base import TURN_STATUSES, UNDO_STATES, checked_choice, checked_int
+from turnback.store.sqlite.base import TURN_STATUSES, UNDO_STATES, checked_choice, checked_int, record_named
 from turnback.store.sqlite.calls import CallQueries
 from turnback.store.sqlite.sessions import SessionQueries
 
@@ -21,7 +22,7 @@ _TURN_COLUMNS = (
 class TurnQueries(CallQueries, SessionQueries):
     def _turn_from_row(self, row: sqlite3.Row, calls: tuple[Call, ...] = (), *, with_refs: bool = False) -> Turn:
         turn_id = TurnId(row["id"])
-        what = f"turn {short_id(str(turn_id))}"
+        what = record_named(Message("record_noun_turn"), str(turn_id))
         return Turn(
             id=turn_id,
             session_id=SessionId(row["session_id"]),
@@ -80,7 +81,7 @@ class TurnQueries(CallQueries, SessionQueries):
     def turn(self, turn_id: TurnId, *, with_calls: bool = False) -> Turn:
         row = self.db.one(f"SELECT {_TURN_COLUMNS} FROM turns WHERE id=?", (turn_id,))
         if row is None:
-            raise UsageError(f"no turn {turn_id}")
+            raise UsageError(Message("no_such_turn", turn=turn_id))
         calls = self.calls_of_turn(turn_id) if with_calls else ()
         return self._turn_from_row(row, calls, with_refs=with_calls)
 
@@ -94,7 +95,7 @@ class TurnQueries(CallQueries, SessionQueries):
     def turn_by_number(self, session_id: SessionId, number: int) -> Turn:
         row = self.db.one(f"SELECT {_TURN_COLUMNS} FROM turns WHERE session_id=? AND number=?", (session_id, number))
         if row is None:
-            raise UsageError(f"the session has no turn {number}")
+            raise UsageError(Message("no_such_turn_number", number=number))
         return self._turn_from_row(row)
 
     def turns_with_changes(self, session_id: SessionId) -> set[str]:

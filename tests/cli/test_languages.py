@@ -1,0 +1,190 @@
+"""The CLI in English, 简体中文 and 日本語: previews, refusals and summaries translated, codes the same."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.history.helpers import cli_turn, log_json, new_session, short_id, turn_id
+from turnback.catalog import Message, word
+from turnback.render.diff import human_size
+from turnback.render.terminal import display_width
+
+
+def _conflict(cli: Any, project: Path) -> tuple[str, str]:
+    """A turn that edits README.md and makes new.txt, then a user edit of README.md: (session, turn id)."""
+    (project / "README.md").write_bytes(b"hello\n")
+    sid = new_session(cli)
+    cli_turn(cli, sid, "the work", ("write", "README.md", b"agent\n"), ("write", "new.txt", b"new\n"))
+    (project / "README.md").write_bytes(b"the user's\n")
+    return sid, turn_id(log_json(cli, sid), 1)
+
+
+PREVIEWS = {
+    "en": [
+        "undo turn {turn}: the work",
+        "trash       new.txt",
+        "skip        README.md (changed after the turn; --force overwrites it)",
+    ],
+    "zh-CN": [
+        "撤销轮次 {turn}：the work",
+        "移入回收站  new.txt",
+        "跳过        README.md (该轮次之后已被修改；--force 会覆盖它)",
+    ],
+    "ja": [
+        "ターン {turn} を取り消す：the work",
+        "ゴミ箱へ    new.txt",
+        "スキップ    README.md (そのターンの後に変更されています。--force で上書きします)",
+    ],
+}
+
+
+@pytest.mark.parametrize("lang", sorted(PREVIEWS))
+def test_an_undo_preview_is_worded_in_the_chosen_language_and_aligned_by_display_width(
+    cli: Any, project: Path, lang: str
+) -> None:
+    sid, turn = _conflict(cli, project)
+    preview = cli("undo", "--dry-run", "--session", sid, "--lang", lang)
+    assert preview.rc == 0, preview.err
+    assert preview.lines == [line.format(turn=short_id(turn)) for line in PREVIEWS[lang]]
+    # The path column starts at the same terminal column in every row, whatever the label's script.
+    assert {display_width(row.split(" README.md")[0].split(" new.txt")[0]) for row in preview.lines[1:]} == {11}
+
+
+REVERT_REASONS = {
+    "en": "(changed since the call; --anyway restores the earlier content over it)",
+    "zh-CN": "(自该调用以来已被修改；--anyway 会用之前的内容覆盖它)",
+    "ja": "(その呼び出し以降に変更されています。--anyway で、その上から以前の内容を復元します)",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(REVERT_REASONS))
+def test_a_conflicting_revert_says_why_in_the_chosen_language(cli: Any, project: Path, lang: str) -> None:
+    sid, _ = _conflict(cli, project)
+    call = next(c for c in log_json(cli, sid)["turns"][0]["calls"] if c["changes"][0]["path"] == "README.md")
+    preview = cli("revert", short_id(call["id"]), "--dry-run", "--lang", lang)
+    assert preview.rc == 0, preview.err
+    [row] = [line for line in preview.lines if "README.md (" in line]
+    assert row.endswith(REVERT_REASONS[lang])
+    assert (project / "README.md").read_bytes() == b"the user's\n"
+
+
+REFUSALS = {
+    "en": "turnback: nothing to undo: no turn of this session changed files\n",
+    "zh-CN": "turnback: 没有可撤销的内容：本会话没有任何轮次修改过文件\n",
+    "ja": "turnback: 取り消すものはありません：このセッションにはファイルを変更したターンがありません\n",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(REFUSALS))
+def test_a_refusal_is_worded_in_the_chosen_language_with_the_same_exit_code(cli: Any, lang: str) -> None:
+    sid = new_session(cli)
+    refused = cli("undo", "--session", sid, "--lang", lang)
+    assert (refused.rc, refused.out, refused.err) == (1, "", REFUSALS[lang])
+
+
+SUMMARIES = {"en": "1 file changed, +1 -0", "zh-CN": "1 个文件已修改，+1 -0", "ja": "1 個のファイルを変更、+1 -0"}
+
+
+@pytest.mark.parametrize("lang", sorted(SUMMARIES))
+def test_the_end_of_turn_summary_is_worded_in_the_chosen_language(cli: Any, lang: str) -> None:
+    sid = new_session(cli)
+    assert cli("turn", "begin", "--session", sid, "--message", "m").rc == 0
+    assert cli("write", "--session", sid, "a.txt", stdin=b"a\n").rc == 0
+    ended = cli("turn", "end", "--session", sid, "--lang", lang)
+    assert (ended.rc, ended.lines) == (0, [SUMMARIES[lang]])
+
+
+def test_json_codes_are_the_same_in_every_language_and_the_messages_are_not(cli: Any, project: Path) -> None:
+    sid, _ = _conflict(cli, project)
+    shown = {lang: cli("undo", "--dry-run", "--json", "--session", sid, "--lang", lang).json() for lang in PREVIEWS}
+    codes = {lang: [(row["path"], row["code"]) for row in data["rows"]] for lang, data in shown.items()}
+    assert codes["en"] == codes["zh-CN"] == codes["ja"] == [("new.txt", None), ("README.md", "clauses")]
+    messages = {data["rows"][1]["message"] for data in shown.values()}
+    assert len(messages) == 3 and "changed after the turn; --force overwrites it" in messages
+
+
+def test_the_language_comes_from_the_flag_then_the_variable_then_the_config_then_the_locale(
+    cli: Any, home: Path
+) -> None:
+    sid = new_session(cli)
+    english, chinese, japanese = REFUSALS["en"], REFUSALS["zh-CN"], REFUSALS["ja"]
+    assert cli("undo", "--session", sid, env={"LANG": "ja_JP.UTF-8"}).err == japanese
+    assert cli("undo", "--session", sid, env={"LC_ALL": "zh_CN.UTF-8", "LANG": "ja_JP.UTF-8"}).err == chinese
+    assert cli("undo", "--session", sid, env={"LANG": "C.UTF-8"}).err == english
+    assert cli("config", "set", "lang", "zh-CN").rc == 0
+    assert cli("undo", "--session", sid, env={"LANG": "ja_JP.UTF-8"}).err == chinese
+    assert cli("undo", "--session", sid, env={"TURNBACK_LANG": "ja"}).err == japanese
+    assert cli("--lang", "en", "undo", "--session", sid, env={"TURNBACK_LANG": "ja"}).err == english
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"), [(["--lang", "fr"], {}, "--lang fr"), ([], {"TURNBACK_LANG": "de"}, "TURNBACK_LANG de")]
+)
+def test_an_unknown_language_is_a_usage_error_naming_the_three(
+    cli: Any, args: list[str], env: dict[str, str], named: str
+) -> None:
+    refused = cli(*args, "log", env=env)
+    assert refused.rc == 2
+    assert refused.err == f"turnback: {named} is not a language turnback speaks; choose one of en, zh-CN, ja\n"
+
+
+IDLE = {
+    "zh-CN": "空闲：没有正在运行的内容，也没有未完成的操作",
+    "ja": "待機中：実行中のものも、未完了のものもありません",
+}
+
+
+@pytest.mark.parametrize("lang", ["zh-CN", "ja"])
+def test_status_is_worded_in_the_chosen_language(cli: Any, engine: Any, lang: str) -> None:
+    sid = new_session(cli)
+    kept = cli("status", "--session", sid, "--json").json()["kept_bytes"]
+    shown = cli("status", "--session", sid, "--lang", lang)
+    assert shown.rc == 0, shown.err
+    assert shown.lines == [
+        word(Message("status_session_head", session=short_id(sid), head=Message("status_head_start")), lang),
+        IDLE[lang],
+        word(Message("status_kept", size=human_size(kept), max_mib=engine.config.store_max_mib), lang),
+    ]
+
+
+@pytest.mark.parametrize("lang", ["zh-CN", "ja"])
+def test_sessions_and_their_labels_are_worded_in_the_chosen_language(cli: Any, project: Path, lang: str) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "the work", ("write", "a.txt", b"a\n"))
+    [english] = cli("sessions").lines
+    [shown] = cli("sessions", "--lang", lang).lines
+    assert english.startswith(f"{short_id(sid)}  ")
+    assert english.endswith(f"  1 turn  {project}  t  (default)")
+    # The same columns, with each label in the chosen language.
+    expected = english
+    for english_label, label in (("1 turn", {"zh-CN": "1 个轮次", "ja": "1 ターン"}), ("(default)", SESSION_DEFAULT)):
+        expected = expected.replace(english_label, label[lang])
+    assert shown.split() == expected.split()  # the same columns, each label in the chosen language
+
+
+SESSION_DEFAULT = {"zh-CN": "(默认)", "ja": "(デフォルト)"}
+NOTHING_CHANGED = {"en": "no files changed", "zh-CN": "没有文件被修改", "ja": "変更されたファイルはありません"}
+
+
+@pytest.mark.parametrize("lang", sorted(NOTHING_CHANGED))
+def test_files_of_a_turn_that_changed_nothing_says_so_in_the_chosen_language(cli: Any, lang: str) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "only looked")
+    shown = cli("files", "--session", sid, "--lang", lang)
+    assert (shown.rc, shown.lines) == (0, [NOTHING_CHANGED[lang]])
+
+
+def test_files_aligns_its_state_column_by_display_width_when_a_name_is_chinese(cli: Any) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "two files", ("write", "文档.txt", b"doc\n"), ("write", "a.txt", b"a\n"))
+    shown = cli("files", "--session", sid)
+    assert shown.rc == 0, shown.err
+    assert [row.split("  ")[-1].strip() for row in shown.lines] == ["created in turn 1"] * 2
+    # 文档.txt takes 8 columns on a terminal (each Chinese character two), so both states start at column 10.
+    assert sorted((row.split()[0], display_width(row[: row.index("created")])) for row in shown.lines) == [
+        ("a.txt", 10),
+        ("文档.txt", 10),
+    ], shown.lines
