@@ -6,6 +6,7 @@ they never read the disk or the store themselves.
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable, Collection, Sequence
 
 from turnback.catalog import Message, say, word
@@ -353,6 +354,22 @@ def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list
     return lines
 
 
+def job_end(call: Call) -> str:
+    """How a job that no longer runs ended: failed to run, exited, or was ended by a signal."""
+    if call.status == "failed":
+        return say("job_failed", error=quote(word(call.error or "")))
+    status = call.exit_code
+    if status is None:
+        return say("job_ended")
+    if status < 0:  # as Python reports a child a signal ended: minus the signal's number
+        try:
+            name = signal.Signals(-status).name
+        except ValueError:
+            name = "?"
+        return say("job_ended_signal", signal=-status, name=name)
+    return say("job_ended_exit", status=status)
+
+
 def log_lines(
     turns: Sequence[Turn],
     load: Load,
@@ -416,6 +433,7 @@ __all__ = [
     "force_only_line",
     "in_parentheses",
     "interrupted_reason",
+    "job_end",
     "log_lines",
     "op_noun",
     "plan_lines",

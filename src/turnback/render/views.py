@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from turnback.catalog import Message, say, word
-from turnback.model import BlobId, FileState, Plan, change_kind
+from turnback.model import BlobId, FileState, Plan, RefChange, change_kind, ref_short_name, ref_value_text
 from turnback.render.diff import diff_states
 from turnback.render.patch import PatchFile, git_patch
 from turnback.render.summary import CODE_GROUP, LINE_ORDER, LINE_WORD, NetChange, display_path, group_of
@@ -78,6 +78,20 @@ def _counts(added: int, removed: int, *, binary: bool = False) -> str:
     if binary:
         return say("binary")
     return " ".join(part for part in (f"+{added}" if added else "", f"-{removed}" if removed else "") if part)
+
+
+def refs_moved(refs: Sequence[RefChange]) -> Message:
+    """``main 1a2b3c4 -> 5d6e7f8, HEAD main -> feature``: each ref a turn moved, from and to."""
+    moves = tuple(
+        Message(
+            "ref_moved_from_to",
+            name=ref_short_name(ref.name),
+            before=ref_value_text(ref.before),
+            after=ref_value_text(ref.after),
+        )
+        for ref in refs
+    )
+    return Message("comma_list", items=moves)
 
 
 def stat_lines(changes: Sequence[NetChange], user_groups: Sequence[tuple[str, Sequence[str]]]) -> list[str]:
@@ -193,6 +207,7 @@ __all__ = [
     "left_out_lines",
     "patch_text",
     "plan_changes",
+    "refs_moved",
     "stat_lines",
     "turn_notes",
     "uncovered_change",

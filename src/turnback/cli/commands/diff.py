@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
 
-from turnback.catalog import Message, say, word
+from turnback.catalog import say, word
 from turnback.cli import _common
-from turnback.model import RefChange, ref_short_name, ref_value_text
 from turnback.render import data, views
 
 
@@ -28,20 +26,6 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     _common.add_session_option(parser)
     parser.add_argument("turn", nargs="?", help="a turn number or id (default: the newest turn)")
     parser.add_argument("--stat", action="store_true", help="per group totals and a line per file")
-
-
-def _refs_moved(refs: Sequence[RefChange]) -> Message:
-    """``main 1a2b3c4 -> 5d6e7f8, HEAD main -> feature``: each ref a turn moved, from and to."""
-    moves = tuple(
-        Message(
-            "ref_moved_from_to",
-            name=ref_short_name(ref.name),
-            before=ref_value_text(ref.before),
-            after=ref_value_text(ref.after),
-        )
-        for ref in refs
-    )
-    return Message("comma_list", items=moves)
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
@@ -64,7 +48,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if not files and diff.turn.refs:
         # An empty patch would say nothing at all: say what the turn did move (on stderr, as the lines
         # about left-out files, so a pipe still gets a plain patch).
-        out.note(say("diff_only_refs", refs=_refs_moved(diff.turn.refs)))
+        out.note(say("diff_only_refs", refs=views.refs_moved(diff.turn.refs)))
         return 0
     left_out = views.left_out_lines(diff.changes, ignored)
     if args.stat:

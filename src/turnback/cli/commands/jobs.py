@@ -5,12 +5,11 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import signal
 
-from turnback import Call, short_id
-from turnback.catalog import say, word
+from turnback import short_id
+from turnback.catalog import say
 from turnback.cli import _common
-from turnback.render import data
+from turnback.render import data, text
 from turnback.render.terminal import quote
 
 
@@ -29,22 +28,6 @@ def _command(raw: str | None) -> str:
         return ""
 
 
-def _ended(call: Call) -> str:
-    """How a job that no longer runs ended: failed to run, exited, or was ended by a signal."""
-    if call.status == "failed":
-        return say("job_failed", error=quote(word(call.error or "")))
-    status = call.exit_code
-    if status is None:
-        return say("job_ended")
-    if status < 0:  # as Python reports a child a signal ended: minus the signal's number
-        try:
-            name = signal.Signals(-status).name
-        except ValueError:
-            name = "?"
-        return say("job_ended_signal", signal=-status, name=name)
-    return say("job_ended_exit", status=status)
-
-
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine = ctx.engine
     if args.jobs_verb == "stop":
@@ -56,7 +39,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     jobs = engine.jobs(project_id=session.project_id)
     items = []
     for call in jobs:
-        state = say("job_running", pid=call.pid) if call.status == "running" else _ended(call)
+        state = say("job_running", pid=call.pid) if call.status == "running" else text.job_end(call)
         mine = "" if call.session_id == session.id else "  " + say("job_of_another_session")
         started = datetime.datetime.fromtimestamp(call.started_at / 1e9).strftime("%H:%M:%S")
         files = sum(1 for c in call.changes if "dir" not in (c.before.kind, c.after.kind if c.after else ""))
