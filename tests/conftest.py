@@ -40,6 +40,14 @@ def home(sealed_env: Path) -> Path:
     return sealed_env
 
 
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """A throwaway PostgreSQL server for this test process (tests/pgserver.py), or a skip saying why not."""
+    from tests.pgserver import running_server
+
+    yield from running_server()
+
+
 @pytest.fixture
 def engine(home: Path) -> Iterator[turnback.Engine]:
     with turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as opened:

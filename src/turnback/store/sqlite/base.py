@@ -28,7 +28,7 @@ from turnback.model import (
 )
 from turnback.store.blobs import BlobStore
 from turnback.store.crypto import ID_LEN, Crypto
-from turnback.store.db import Database
+from turnback.store.sql import SqlDatabase
 
 OUTSIDE_SCOPE = "outside"  # the path-id scope of files outside any project (absolute paths)
 TRASH_DIR = "trash"
@@ -119,7 +119,7 @@ class SqliteRecords:
     def __init__(
         self,
         home: str,
-        db: Database,
+        db: SqlDatabase,
         crypto: Crypto,
         *,
         clock: Callable[[], int] = time.time_ns,
