@@ -18,6 +18,7 @@ from turnback.errors import UnsafePathError, UsageError
 RelPath = NewType("RelPath", str)
 
 GIT_DIR_NAME = ".git"
+DATABASE_URL_SCHEMES = ("postgresql", "postgres")
 
 
 def make_rel_path(text: str) -> RelPath:
@@ -81,10 +82,17 @@ def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
     return make_rel_path(absolute[len(root.rstrip("/")) + 1 :])
 
 
+def is_database_url(location: str) -> bool:
+    """Whether a store's *location* names a PostgreSQL database (``postgresql://…``) rather than a folder."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.lower() in DATABASE_URL_SCHEMES
+
+
 __all__ = [
     "GIT_DIR_NAME",
     "RelPath",
     "absolute_user_path",
+    "is_database_url",
     "make_rel_path",
     "parent_paths",
     "resolve_user_path",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from decimal import Decimal
 from functools import lru_cache
@@ -29,6 +28,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from turnback.catalog import Message
 from turnback.errors import BusyError, SchemaTooNewError, StoreError
 from turnback.fsio import STEPS
+from turnback.store.backends import shown_url
 from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from turnback.store.sql import Params
 
@@ -37,26 +37,8 @@ CONNECT_TIMEOUT_S = 10
 # The advisory locks' namespace ("turn" in ASCII); the second key is 0 for the write lock, a session's hash else.
 LOCK_SPACE = 0x7475726E
 WRITE_LOCK = 0
-URL_SCHEMES = ("postgresql", "postgres")
 
 Connection = psycopg.Connection[dict[str, Any]]
-
-
-def is_database_url(location: str) -> bool:
-    """Whether *location* names a PostgreSQL database (``postgresql://…``) rather than a store folder."""
-    return location.split("://", 1)[0].lower() in URL_SCHEMES and "://" in location
-
-
-def shown_url(url: str) -> str:
-    """*url* as a message may show it: without its password."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host += f":{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urllib.parse.urlunsplit(parts._replace(netloc=user + host))
 
 
 class _WholeNumber(Loader):
@@ -267,4 +249,4 @@ class PgDatabase:
             )
 
 
-__all__ = ["PgDatabase", "is_database_url", "shown_url"]
+__all__ = ["PgDatabase"]

@@ -74,6 +74,7 @@ class PgOpening(SqliteRecords):
     """Opening a shared store from this host, and the locks only a server can hold for every host."""
 
     pg: PgDatabase
+    database_url: str | None
     host: LocalHost
     host_key: bytes  # this host's keyed id, as the database knows it
 
@@ -99,6 +100,7 @@ class PgOpening(SqliteRecords):
         try:
             store = cls(home, db, _crypto(db, home, key_secret, try_keyring=try_keyring), clock=clock, ids=ids)
             store.pg = db
+            store.database_url = url
             store.key_secret = key_secret
             store.host = host or local_host()
             store.host_key = store.crypto.path_id("host", store.host.id)

@@ -15,7 +15,7 @@ from typing import NamedTuple, Self
 from turnback.catalog import Message
 from turnback.errors import StoreError
 from turnback.fsio import ensure_private_dir
-from turnback.model import IdSource
+from turnback.model import IdSource, SessionId
 from turnback.store import keys
 from turnback.store.crypto import Crypto, Keys
 from turnback.store.db import DAMAGED_READ_ONLY, Database
@@ -184,6 +184,8 @@ def _open_writable(home: str, key_secret: str | None, *, try_keyring: bool) -> _
 class StoreOpening(SqliteRecords):
     """Opening and closing a store folder, and the space it keeps aside on its disk."""
 
+    database_url: str | None = None  # the records are in the folder's own file
+
     @classmethod
     def open(
         cls,
@@ -257,6 +259,10 @@ class StoreOpening(SqliteRecords):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def session_lock(self, session_id: SessionId) -> contextlib.AbstractContextManager[None]:
+        """Nothing beyond the session's lock file: a SQLite store serves the one host its folder is on."""
+        return contextlib.nullcontext()
 
     def use_reserve(self) -> bool:
         """On a full disk, free the space set aside (so a turn can still end); whether there was any."""
