@@ -515,6 +515,10 @@ class StoreBackend(
         """Held while an operation applies to the session, beside the lock file in :attr:`locks_dir` (which
         serves one host): a store shared by hosts holds it for all of them, busy when another holds it."""
 
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for another process (on any host sharing the store) to commit a change;
+        whether one did. What a live view (the web page's event stream, the TUI) waits on."""
+
     def truncate_log(self) -> None:
         """After a large write: give the disk back what the database's log grew to (nothing where it has none)."""
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from functools import lru_cache
 from typing import Any
@@ -22,7 +22,6 @@ from typing import Any
 import psycopg
 import psycopg.errors
 from psycopg.adapt import Loader
-from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from turnback.catalog import Message
@@ -37,8 +36,24 @@ CONNECT_TIMEOUT_S = 10
 # The advisory locks' namespace ("turn" in ASCII); the second key is 0 for the write lock, a session's hash else.
 LOCK_SPACE = 0x7475726E
 WRITE_LOCK = 0
+CHANGES_CHANNEL = "turnback_changes"  # every write transaction notifies it (LISTEN/NOTIFY): live views wake on it
 
-Connection = psycopg.Connection[dict[str, Any]]
+
+class Row(dict[str, Any]):
+    """A row's columns by name, and by position (as SQLite's rows are)."""
+
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
+    names = [column.name for column in cursor.description or ()]
+    return lambda values: Row(zip(names, values, strict=True))
+
+
+Connection = psycopg.Connection[Row]
 
 
 class _WholeNumber(Loader):
@@ -83,7 +98,7 @@ def _pool(url: str) -> ConnectionPool[Connection]:
                 url,
                 min_size=1,
                 max_size=16,
-                kwargs={"autocommit": True, "row_factory": dict_row, "connect_timeout": CONNECT_TIMEOUT_S},
+                kwargs={"autocommit": True, "row_factory": _rows, "connect_timeout": CONNECT_TIMEOUT_S},
                 configure=_configure,
                 connection_class=psycopg.Connection,
                 open=False,
@@ -121,15 +136,28 @@ class PgDatabase:
             if self._pool is not None:
                 self._conn = self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
             else:
-                self._conn = psycopg.connect(
-                    url, autocommit=True, row_factory=dict_row, connect_timeout=CONNECT_TIMEOUT_S
-                )
+                self._conn = psycopg.connect(url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S)
                 _configure(self._conn)
         except (psycopg.Error, PoolTimeout) as exc:
             raise StoreError(Message("pg_unreachable", url=shown_url(url), reason=str(exc).strip())) from exc
         self._depth = 0
+        self._listener: Connection | None = None
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for a write transaction of any host to commit; whether one did."""
+        try:
+            if self._listener is None:
+                self._listener = psycopg.connect(
+                    self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                self._listener.execute(f"LISTEN {CHANGES_CHANNEL}")
+            return any(True for _ in self._listener.notifies(timeout=timeout_s, stop_after=1))
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
 
     def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
         if self._pool is not None:
             with contextlib.suppress(psycopg.Error):
                 self._conn.execute("SELECT pg_advisory_unlock_all()")
@@ -171,6 +199,7 @@ class PgDatabase:
             raise
         self._depth = 0
         try:
+            self._conn.execute("SELECT pg_notify(%s, '')", (CHANGES_CHANNEL,))  # sent when the commit is
             self._conn.execute("COMMIT")
         except psycopg.Error as exc:
             self._rollback()
@@ -181,7 +210,7 @@ class PgDatabase:
         with contextlib.suppress(psycopg.Error):
             self._conn.execute("ROLLBACK")
 
-    def _cursor(self, sql: str, params: Params) -> psycopg.Cursor[dict[str, Any]]:
+    def _cursor(self, sql: str, params: Params) -> psycopg.Cursor[Row]:
         try:
             if not params:  # a statement without parameters goes as written
                 return self._conn.execute(sql)
@@ -201,13 +230,13 @@ class PgDatabase:
         except psycopg.Error as exc:
             raise _map_error(exc) from exc
 
-    def one(self, sql: str, params: Params = ()) -> dict[str, Any] | None:
+    def one(self, sql: str, params: Params = ()) -> Row | None:
         try:
             return self._cursor(sql, params).fetchone()
         except psycopg.Error as exc:
             raise _map_error(exc) from exc
 
-    def all(self, sql: str, params: Params = ()) -> list[dict[str, Any]]:
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
         try:
             return self._cursor(sql, params).fetchall()
         except psycopg.Error as exc:

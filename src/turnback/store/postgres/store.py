@@ -125,6 +125,9 @@ class PgOpening(SqliteRecords):
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def wait_for_change(self, timeout_s: float) -> bool:
+        return self.pg.wait_for_change(timeout_s)
+
     def use_reserve(self) -> bool:
         """The records are on the server: a full disk here keeps none of them from being written."""
         return False

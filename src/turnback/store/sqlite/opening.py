@@ -32,6 +32,7 @@ trash/ holds plain copies of files that undo operations displaced.
 RESERVE_NAME = "reserve"
 RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
 RESERVE_FULL = Message("store_disk_full")
+CHANGE_POLL_S = 0.1  # how often wait_for_change looks: SQLite tells no one of a commit
 
 
 def _disk_full(home: str) -> bool:
@@ -263,6 +264,16 @@ class StoreOpening(SqliteRecords):
     def session_lock(self, session_id: SessionId) -> contextlib.AbstractContextManager[None]:
         """Nothing beyond the session's lock file: a SQLite store serves the one host its folder is on."""
         return contextlib.nullcontext()
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for another connection to commit a change (SQLite's ``data_version`` moves)."""
+        deadline = time.monotonic() + timeout_s
+        seen = self.db.one("PRAGMA data_version")["data_version"]
+        while time.monotonic() < deadline:
+            time.sleep(min(CHANGE_POLL_S, max(0.0, deadline - time.monotonic())))
+            if self.db.one("PRAGMA data_version")["data_version"] != seen:
+                return True
+        return False
 
     def use_reserve(self) -> bool:
         """On a full disk, free the space set aside (so a turn can still end); whether there was any."""
