@@ -36,6 +36,7 @@ CONNECT_TIMEOUT_S = 10
 # The advisory locks' namespace ("turn" in ASCII); the second key is 0 for the write lock, a session's hash else.
 LOCK_SPACE = 0x7475726E
 WRITE_LOCK = 0
+SCHEMA_LOCK = 1  # held while the tables are made or migrated
 CHANGES_CHANNEL = "turnback_changes"  # every write transaction notifies it (LISTEN/NOTIFY): live views wake on it
 
 
@@ -261,8 +262,19 @@ class PgDatabase:
         version = self.one("SELECT value FROM meta WHERE key='schema_version'")
         return int(bytes(version["value"])) if version else 0
 
+    @contextlib.contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held while the schema is checked and migrated. Taken outside any transaction, so the transaction
+        begun after it sees the tables another process made meanwhile (a transaction that waited for a lock
+        inside it may not)."""
+        self.execute("SELECT pg_advisory_lock(?, ?)", (LOCK_SPACE, SCHEMA_LOCK))
+        try:
+            yield
+        finally:
+            self.execute("SELECT pg_advisory_unlock(?, ?)", (LOCK_SPACE, SCHEMA_LOCK))
+
     def migrate(self) -> None:
-        """Bring the schema up to this version of turnback (call inside ``transaction()``)."""
+        """Bring the schema up to this version of turnback (call inside ``schema_lock()`` and ``transaction()``)."""
         version = self.schema_version()
         if version > SCHEMA_VERSION:
             raise SchemaTooNewError(

@@ -45,7 +45,10 @@ def _meta(db: PgDatabase) -> dict[str, bytes]:
 def _crypto(db: PgDatabase, home: str, key_secret: str | None, *, try_keyring: bool) -> Crypto:
     """The store's keys, checked against the value sealed when it was made; made here on first use."""
     ready = db.schema_version() == SCHEMA_VERSION and db.one("SELECT 1 FROM meta WHERE key='key_check'")
-    with contextlib.nullcontext() if ready else db.transaction():
+    with contextlib.ExitStack() as making:
+        if not ready:
+            making.enter_context(db.schema_lock())
+            making.enter_context(db.transaction())
         db.migrate()
         meta = _meta(db)
         if "key_check" in meta:
