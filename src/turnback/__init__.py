@@ -56,7 +56,7 @@ if TYPE_CHECKING:
         TurnSummary,
         short_id,
     )
-    from turnback.paths import is_database_url
+    from turnback.paths import is_database_url, shown_location
 
 __version__ = "0.1.0"
 
@@ -85,7 +85,7 @@ _HOMES = {
         "env_store_url",
         "keyring_allowed",
     ),
-    "turnback.paths": ("is_database_url",),
+    "turnback.paths": ("is_database_url", "shown_location"),
     "turnback.language": ("pick_language",),
     "turnback.model": (
         "Call",
@@ -169,4 +169,5 @@ __all__ = [
     "open",
     "pick_language",
     "short_id",
+    "shown_location",
 ]

@@ -10,6 +10,7 @@ to the same bytes on disk.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from typing import NewType
 
 from turnback.catalog import Message
@@ -88,6 +89,19 @@ def is_database_url(location: str) -> bool:
     return bool(sep) and scheme.lower() in DATABASE_URL_SCHEMES
 
 
+def shown_location(location: str) -> str:
+    """A store's *location* as a message may show it: a database URL without its password."""
+    if not is_database_url(location):
+        return location
+    parts = urllib.parse.urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = (f"{parts.username}@" if parts.username else "") + (parts.hostname or "")
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 __all__ = [
     "GIT_DIR_NAME",
     "RelPath",
@@ -96,5 +110,6 @@ __all__ = [
     "make_rel_path",
     "parent_paths",
     "resolve_user_path",
+    "shown_location",
     "split_rel_path",
 ]

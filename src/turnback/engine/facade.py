@@ -64,6 +64,7 @@ if TYPE_CHECKING:
     from turnback.fsio import Tree
     from turnback.ops import maintenance
     from turnback.paths import RelPath
+    from turnback.store.copy import StoreCopied
 
 
 class TurnHandle:
@@ -206,6 +207,12 @@ class Engine:
 
     def delete_session(self, session_id: SessionId) -> None:
         self._storage.delete_session(session_id)
+
+    def copy_to(self, target: Engine) -> StoreCopied:
+        """Copy this whole store into *target*, a new store (another folder or backend); reopen it after."""
+        from turnback.store.copy import copy_store
+
+        return copy_store(self.store, target.store)
 
     # -- projects, sessions, turns (sessions.py) -------------------------------------------
 

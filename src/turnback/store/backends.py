@@ -7,26 +7,14 @@ names it, so a hook or a command on a local store never loads psycopg.
 from __future__ import annotations
 
 import time
-import urllib.parse
 from collections.abc import Callable
 
 from turnback.catalog import Message
 from turnback.errors import StoreError, UsageError
 from turnback.model import IdSource
-from turnback.paths import is_database_url
+from turnback.paths import is_database_url, shown_location
 from turnback.store.api import StoreBackend
 from turnback.store.hosts import local_host
-
-
-def shown_url(url: str) -> str:
-    """*url* as a message may show it: without its password."""
-    parts = urllib.parse.urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = (f"{parts.username}@" if parts.username else "") + (parts.hostname or "")
-    if parts.port is not None:
-        netloc += f":{parts.port}"
-    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def open_store(
@@ -46,7 +34,7 @@ def open_store(
 
         return Store.open(home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids)
     if not is_database_url(url):
-        raise UsageError(Message("pg_store_url_unknown", url=shown_url(url)))
+        raise UsageError(Message("pg_store_url_unknown", url=shown_location(url)))
     try:
         from turnback.store.postgres.store import PgStore
     except ImportError as exc:
@@ -56,4 +44,4 @@ def open_store(
     )
 
 
-__all__ = ["open_store", "shown_url"]
+__all__ = ["open_store"]

@@ -27,7 +27,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from turnback.catalog import Message
 from turnback.errors import BusyError, SchemaTooNewError, StoreError
 from turnback.fsio import STEPS
-from turnback.store.backends import shown_url
+from turnback.paths import shown_location
 from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from turnback.store.sql import Params
 
@@ -140,7 +140,7 @@ class PgDatabase:
                 self._conn = psycopg.connect(url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S)
                 _configure(self._conn)
         except (psycopg.Error, PoolTimeout) as exc:
-            raise StoreError(Message("pg_unreachable", url=shown_url(url), reason=str(exc).strip())) from exc
+            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
         self._depth = 0
         self._listener: Connection | None = None
 
@@ -278,7 +278,7 @@ class PgDatabase:
         version = self.schema_version()
         if version > SCHEMA_VERSION:
             raise SchemaTooNewError(
-                Message("schema_too_new", path=shown_url(self.url), version=version, known=SCHEMA_VERSION)
+                Message("schema_too_new", path=shown_location(self.url), version=version, known=SCHEMA_VERSION)
             )
         for number in range(version, SCHEMA_VERSION):
             for statement in MIGRATIONS[number]:

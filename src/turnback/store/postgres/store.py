@@ -113,6 +113,20 @@ class PgOpening(SqliteRecords):
             raise
         return store
 
+    def adopt_keys(self) -> None:
+        """This host as the copied keys know it (its keyed id and sealed name follow the keys)."""
+        super().adopt_keys()
+        self.db.execute("DELETE FROM hosts WHERE id=?", (self.host_key,))
+        self.host_key = self.crypto.path_id("host", self.host.id)
+        self._record_host()
+
+    def identities_follow(self, tables: tuple[str, ...]) -> None:
+        """After rows were copied with their integer ids: each table's identity counts on from its largest."""
+        for table in tables:
+            self.db.execute(
+                f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), COALESCE(MAX(id), 0) + 1, false) FROM {table}"
+            )
+
     def _record_host(self) -> None:
         if self.db.one("SELECT 1 FROM hosts WHERE id=?", (self.host_key,)):
             return
@@ -152,10 +166,10 @@ class PgProjectQueries(ProjectQueries, PgOpening):
     def _root_id(self, root: str) -> bytes:
         return self.crypto.path_id("root:" + self.host_key.hex(), root)
 
-    def _insert_project(self, project_id: ProjectId, root_id: bytes, root: str) -> None:
+    def _insert_project(self, project_id: ProjectId, root_id: bytes, root: str, created_at: int) -> None:
         self.db.execute(
             "INSERT INTO projects(id, root_id, root_enc, created_at, host_id) VALUES(?,?,?,?,?)",
-            (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), self.now(), self.host_key),
+            (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), created_at, self.host_key),
         )
 
     def project(self, project_id: ProjectId) -> Project:

@@ -143,6 +143,13 @@ class SqliteRecords:
         """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
         return self.db.transaction(durable=durable)
 
+    def adopt_keys(self) -> None:
+        """After ``crypto`` was replaced by a copied store's keys: what is sealed or keyed with them follows."""
+        self.blobs = BlobStore(self.db, self.crypto)
+
+    def identities_follow(self, tables: tuple[str, ...]) -> None:
+        """After rows were copied with their integer ids: SQLite numbers new rows after the largest anyway."""
+
     def truncate_log(self) -> None:
         """After a large write: give the disk back what the write-ahead log grew to."""
         self.db.truncate_log()

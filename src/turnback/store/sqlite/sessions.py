@@ -26,11 +26,15 @@ class ProjectQueries(SqliteRecords):
         """The keyed id a project is found by from its root (a shared store scopes it by host)."""
         return self.crypto.path_id("root", root)
 
-    def _insert_project(self, project_id: ProjectId, root_id: bytes, root: str) -> None:
+    def _insert_project(self, project_id: ProjectId, root_id: bytes, root: str, created_at: int) -> None:
         self.db.execute(
             "INSERT INTO projects(id, root_id, root_enc, created_at) VALUES(?,?,?,?)",
-            (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), self.now()),
+            (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), created_at),
         )
+
+    def copy_project(self, project_id: ProjectId, root: str, created_at: int) -> None:
+        """A project copied from another store, under its id (``store/copy.py``)."""
+        self._insert_project(project_id, self._root_id(root), root, created_at)
 
     def register_project(self, root: str) -> RegisteredProject:
         """The project at *root* (a real path), registering it if new; and whether it was new."""
@@ -40,7 +44,7 @@ class ProjectQueries(SqliteRecords):
             if row:
                 return RegisteredProject(Project(ProjectId(row["id"]), root), False)
             project_id = ProjectId(self.new_id())
-            self._insert_project(project_id, root_id, root)
+            self._insert_project(project_id, root_id, root, self.now())
         return RegisteredProject(Project(project_id, root), True)
 
     def project_by_root(self, root: str) -> Project | None:
