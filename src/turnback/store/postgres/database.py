@@ -17,12 +17,11 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 import psycopg.errors
 from psycopg.adapt import Loader
-from psycopg_pool import ConnectionPool, PoolTimeout
 
 from turnback.catalog import Message
 from turnback.errors import BusyError, SchemaTooNewError, StoreError
@@ -85,14 +84,25 @@ def _configure(conn: Connection) -> None:
     conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
 
 
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
 _POOLS: dict[str, ConnectionPool[Connection]] = {}
+_OPENED: set[str] = set()  # the databases this process opened a store of: the second time, from a pool
 _POOLS_LOCK = threading.Lock()
 
 
-def _pool(url: str) -> ConnectionPool[Connection]:
+def _pool(url: str) -> ConnectionPool[Connection] | None:
+    """The pool of *url*'s connections, once this process opens a second store there (a server that opens one
+    per request); a command that opens one store connects once, without a pool's threads."""
     with _POOLS_LOCK:
+        if url not in _OPENED:
+            _OPENED.add(url)
+            return None
         pool = _POOLS.get(url)
         if pool is None:
+            from psycopg_pool import ConnectionPool
+
             if not _POOLS:
                 atexit.register(_close_pools)
             pool = ConnectionPool(
@@ -130,16 +140,12 @@ class PgDatabase:
     """One connection to the store's database (taken from the pool of its URL), in autocommit between
     transactions."""
 
-    def __init__(self, url: str, *, pooled: bool = False):
+    def __init__(self, url: str):
         self.url = url
-        self._pool = _pool(url) if pooled else None
+        self._pool = _pool(url)
         try:
-            if self._pool is not None:
-                self._conn = self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
-            else:
-                self._conn = psycopg.connect(url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S)
-                _configure(self._conn)
-        except (psycopg.Error, PoolTimeout) as exc:
+            self._conn = self._connect()
+        except psycopg.Error as exc:
             raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
         self._depth = 0
         self._listener: Connection | None = None
@@ -155,6 +161,18 @@ class PgDatabase:
             return any(True for _ in self._listener.notifies(timeout=timeout_s, stop_after=1))
         except psycopg.Error as exc:
             raise _map_error(exc) from exc
+
+    def _connect(self) -> Connection:
+        if self._pool is None:
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S)
+            _configure(conn)
+            return conn
+        from psycopg_pool import PoolTimeout
+
+        try:
+            return self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout as exc:
+            raise psycopg.OperationalError(str(exc)) from exc
 
     def close(self) -> None:
         if self._listener is not None:

@@ -92,14 +92,12 @@ class PgOpening(SqliteRecords):
         clock: Callable[[], int] = time.time_ns,
         ids: IdSource | None = None,
         host: LocalHost | None = None,
-        pooled: bool = False,
     ) -> Self:
         """Open the store in the database at *url* from this host, creating its tables and key on first use;
-        *home* is this host's store folder (trash, locks, log). *pooled*: take the connection from a pool that
-        outlives the store (a process that opens many)."""
+        *home* is this host's store folder (trash, locks, log)."""
         home = os.path.abspath(home)
         ensure_private_dir(home)
-        db = PgDatabase(url, pooled=pooled)
+        db = PgDatabase(url)
         try:
             store = cls(home, db, _crypto(db, home, key_secret, try_keyring=try_keyring), clock=clock, ids=ids)
             store.pg = db
