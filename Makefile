@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-realclients soak lint typecheck bench clean
+.PHONY: demo test test-postgres test-realclients soak lint typecheck bench clean
 
 # Each step says what it does before it starts: pip is quiet, and a first install takes about a minute.
 $(STAMP): pyproject.toml
@@ -33,6 +33,10 @@ typecheck: $(STAMP)
 test: lint typecheck
 	@echo "running the test suite (pytest, several minutes)"
 	@$(BIN)/python -m pytest -n auto -q --ignore=tests/realclients
+
+# The engine-level suites again, each test's store in PostgreSQL (a throwaway server the tests start).
+test-postgres: $(STAMP)
+	TURNBACK_TEST_BACKEND=postgresql $(BIN)/python -m pytest -n 2 -q -rs tests/ops tests/history
 
 # The real Claude Code CLI (installed from npm into a cache outside the repo) against a fake model API.
 test-realclients: $(STAMP)

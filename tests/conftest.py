@@ -23,8 +23,13 @@ TEST_KEY = "test-key-0123456789-abcdef"
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# TURNBACK_TEST_BACKEND=postgresql: each test's store folder names a database of its own on the test server
+# (store.url in its config.toml), so the suites that use it run against the PostgreSQL store.
+TEST_BACKEND = os.environ.get("TURNBACK_TEST_BACKEND", "sqlite")
+
+
 @pytest.fixture(autouse=True)
-def sealed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def sealed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> Path:
     """Every test gets its own store folder and key, and nothing from the caller's environment."""
     home = tmp_path / "store"
     monkeypatch.setenv("TURNBACK_HOME", str(home))
@@ -32,12 +37,26 @@ def sealed_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("TURNBACK_NO_KEYRING", "1")
     monkeypatch.delenv("TURNBACK_SESSION", raising=False)
     monkeypatch.delenv("TURNBACK_FAULT_KILL_AFTER", raising=False)
+    monkeypatch.delenv("TURNBACK_STORE", raising=False)
+    monkeypatch.delenv("TURNBACK_HOST_ID", raising=False)
+    if TEST_BACKEND == "postgresql":
+        server = request.getfixturevalue("pg_server")
+        home.mkdir(mode=0o700)
+        (home / "config.toml").write_text(f'[store]\nurl = "{server.url(server.schema_for(home))}"\n')
     return home
 
 
 @pytest.fixture
 def home(sealed_env: Path) -> Path:
     return sealed_env
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[object]:
+    """A throwaway PostgreSQL server for this test process (tests/pgserver.py), or a skip saying why not."""
+    from tests.pgserver import running_server
+
+    yield from running_server()
 
 
 @pytest.fixture

@@ -33,7 +33,15 @@ if TYPE_CHECKING:
         UnsafePathError,
         UsageError,
     )
-    from turnback.home import default_home, env_key_secret, env_no_color, env_session, keyring_allowed
+    from turnback.home import (
+        default_home,
+        env_host_id,
+        env_key_secret,
+        env_no_color,
+        env_session,
+        env_store_url,
+        keyring_allowed,
+    )
     from turnback.language import pick_language
     from turnback.model import (
         Call,
@@ -48,6 +56,7 @@ if TYPE_CHECKING:
         TurnSummary,
         short_id,
     )
+    from turnback.paths import is_database_url, shown_location
 
 __version__ = "0.1.0"
 
@@ -67,7 +76,16 @@ _HOMES = {
         "UnsafePathError",
         "UsageError",
     ),
-    "turnback.home": ("default_home", "env_key_secret", "env_no_color", "env_session", "keyring_allowed"),
+    "turnback.home": (
+        "default_home",
+        "env_host_id",
+        "env_key_secret",
+        "env_no_color",
+        "env_session",
+        "env_store_url",
+        "keyring_allowed",
+    ),
+    "turnback.paths": ("is_database_url", "shown_location"),
     "turnback.language": ("pick_language",),
     "turnback.model": (
         "Call",
@@ -103,10 +121,15 @@ def open(home: str | None = None, *, confined: bool = False) -> Engine:
     *confined*: file tools refuse paths outside the project whatever the mode.
     """
     from turnback.engine import Engine
-    from turnback.home import default_home, env_key_secret, keyring_allowed
+    from turnback.home import default_home, env_host_id, env_key_secret, env_store_url, keyring_allowed
 
     return Engine.open(
-        home or default_home(), key_secret=env_key_secret(), try_keyring=keyring_allowed(), confined=confined
+        home or default_home(),
+        key_secret=env_key_secret(),
+        try_keyring=keyring_allowed(),
+        confined=confined,
+        store_url=env_store_url(),
+        host_id=env_host_id(),
     )
 
 
@@ -136,11 +159,15 @@ __all__ = [
     "UsageError",
     "__version__",
     "default_home",
+    "env_host_id",
     "env_key_secret",
     "env_no_color",
     "env_session",
+    "env_store_url",
+    "is_database_url",
     "keyring_allowed",
     "open",
     "pick_language",
     "short_id",
+    "shown_location",
 ]

@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 from turnback.catalog import Message
 from turnback.errors import UsageError
+from turnback.paths import is_database_url
 
 CONFIG_NAME = "config.toml"
 MODES = ("auto", "full", "manual", "cautious")
@@ -36,6 +37,7 @@ class Config(NamedTuple):
     mode: str = "auto"
     lang: str = "en"
     mcp_turn_gap_s: float = 30.0
+    store_url: str | None = None  # a PostgreSQL database shared by many hosts, instead of the local SQLite file
 
     @property
     def max_file_bytes(self) -> int:
@@ -91,6 +93,12 @@ def _globs(value: Any, key: str) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _database_url(value: Any, key: str) -> str:
+    if not isinstance(value, str) or not is_database_url(value.strip()):
+        raise UsageError(Message("pg_config_store_url", key=key))
+    return value.strip()
+
+
 KEYS: dict[str, _Key] = {
     "render.diff_lines": _Key("diff_lines", _whole(0)),
     "snapshot.max_file_mib": _Key("max_file_mib", _whole(1)),
@@ -102,6 +110,7 @@ KEYS: dict[str, _Key] = {
     "mode": _Key("mode", _choice(MODES)),
     "lang": _Key("lang", _choice(LANGS)),
     "mcp.turn_gap_s": _Key("mcp_turn_gap_s", _seconds),
+    "store.url": _Key("store_url", _database_url, per_project=False),
 }
 GROUP_PREFIX = "diff.groups."
 
@@ -151,6 +160,12 @@ def configured_language(home: str) -> str | None:
     """``lang`` as config.toml sets it (None when it does not): the default language falls to the locale."""
     value = _read(home).get("lang")
     return None if value is None else str(KEYS["lang"].check(value, "lang"))
+
+
+def configured_store_url(home: str) -> str | None:
+    """``store.url`` as config.toml sets it (None when it does not: the store is the folder's SQLite file)."""
+    value = _lookup(_read(home), "store.url")
+    return None if value is None else _database_url(value, "store.url")
 
 
 def load_config(home: str, project_root: str | None = None) -> Config:
@@ -228,6 +243,7 @@ __all__ = [
     "Config",
     "config_value",
     "configured_language",
+    "configured_store_url",
     "load_config",
     "set_config_value",
 ]

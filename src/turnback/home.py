@@ -9,11 +9,15 @@ from __future__ import annotations
 import os
 import sys
 
+from turnback.paths import is_database_url
+
 ENV_HOME = "TURNBACK_HOME"
 ENV_KEY = "TURNBACK_KEY"
 ENV_SESSION = "TURNBACK_SESSION"
 ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
 ENV_LANG = "TURNBACK_LANG"
+ENV_STORE = "TURNBACK_STORE"
+ENV_HOST_ID = "TURNBACK_HOST_ID"
 LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")  # the order the C library reads them in
 SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
 
@@ -37,6 +41,18 @@ def default_home() -> str:
 def env_key_secret() -> str | None:
     """The secret in ``TURNBACK_KEY``, when set (the only key used then)."""
     return os.environ.get(ENV_KEY) or None
+
+
+def env_store_url() -> str | None:
+    """``TURNBACK_STORE`` when it names a PostgreSQL database (``postgresql://…``): the store is there. Anything
+    else leaves the store in the folder's SQLite file."""
+    value = os.environ.get(ENV_STORE, "").strip()
+    return value if is_database_url(value) else None
+
+
+def env_host_id() -> str | None:
+    """``TURNBACK_HOST_ID``: this host's id in a shared store, in place of the machine's (containers, tests)."""
+    return os.environ.get(ENV_HOST_ID) or None
 
 
 def env_session() -> str | None:
@@ -77,10 +93,12 @@ def locale_settings() -> tuple[str | None, ...]:
 __all__ = [
     "agent_environment",
     "default_home",
+    "env_host_id",
     "env_key_secret",
     "env_language",
     "env_no_color",
     "env_session",
+    "env_store_url",
     "keyring_allowed",
     "locale_settings",
 ]

@@ -254,6 +254,7 @@ class RefUpdate(NamedTuple):
 class Project(NamedTuple):
     id: ProjectId
     root: str
+    other_host: str | None = None  # the name of the host its files are on, when that is not this one
 
 
 class Session(NamedTuple):

@@ -10,6 +10,7 @@ to the same bytes on disk.
 from __future__ import annotations
 
 import os
+import urllib.parse
 from typing import NewType
 
 from turnback.catalog import Message
@@ -18,6 +19,7 @@ from turnback.errors import UnsafePathError, UsageError
 RelPath = NewType("RelPath", str)
 
 GIT_DIR_NAME = ".git"
+DATABASE_URL_SCHEMES = ("postgresql", "postgres")
 
 
 def make_rel_path(text: str) -> RelPath:
@@ -81,12 +83,33 @@ def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
     return make_rel_path(absolute[len(root.rstrip("/")) + 1 :])
 
 
+def is_database_url(location: str) -> bool:
+    """Whether a store's *location* names a PostgreSQL database (``postgresql://…``) rather than a folder."""
+    scheme, sep, _ = location.partition("://")
+    return bool(sep) and scheme.lower() in DATABASE_URL_SCHEMES
+
+
+def shown_location(location: str) -> str:
+    """A store's *location* as a message may show it: a database URL without its password."""
+    if not is_database_url(location):
+        return location
+    parts = urllib.parse.urlsplit(location)
+    if parts.password is None:
+        return location
+    netloc = (f"{parts.username}@" if parts.username else "") + (parts.hostname or "")
+    if parts.port is not None:
+        netloc += f":{parts.port}"
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
 __all__ = [
     "GIT_DIR_NAME",
     "RelPath",
     "absolute_user_path",
+    "is_database_url",
     "make_rel_path",
     "parent_paths",
     "resolve_user_path",
+    "shown_location",
     "split_rel_path",
 ]

@@ -30,6 +30,9 @@ NOT_RUN = {
     "pip install .": "installs into the Python environment and may need the network; .venv/bin/turnback is used",
     ".venv/bin/python benchmarks/sidebyside.py --files 50000": "a benchmark of minutes on a 50,000-file tree",
 }
+# The team's shared store: its commands need a PostgreSQL server; tests/shared/test_readme_team.py runs them
+# against the test server.
+TEAM_SETUP = "createdb -h db.internal turnback"
 
 # Blocks whose commands build on each other, by their first command: run as one script, in order.
 SEQUENCES = {
@@ -78,7 +81,7 @@ BLOCKS = readme_blocks()
 SINGLE = [
     pytest.param(command, id=f"block{block.index}: {command}")
     for block in BLOCKS
-    if block.commands[0] not in SEQUENCES
+    if block.commands[0] not in SEQUENCES and block.commands[0] != TEAM_SETUP
     for command in block.commands
 ]
 SEQUENCE = [
@@ -91,6 +94,7 @@ SEQUENCE = [
 def test_the_readme_has_the_blocks_this_test_knows() -> None:
     firsts = [block.commands[0] for block in BLOCKS]
     assert all(first in firsts for first in SEQUENCES), firsts
+    assert TEAM_SETUP in firsts, firsts
     every = {command for block in BLOCKS for command in block.commands}
     for table in (NOT_RUN, EXPECTED, BEFORE):
         assert set(table) <= every, set(table) - every

@@ -12,10 +12,15 @@ from pathlib import Path
 import pytest
 
 import turnback
-from tests.conftest import TEST_KEY, tree_state
+from tests.conftest import TEST_BACKEND, TEST_KEY, tree_state
 from tests.history.helpers import files_under, lib_turn, log_json, short_id
 from turnback.model import BlobId
 from turnback.render.diff import human_size
+
+# These read or damage the SQLite file itself, or rewrite config.toml whole (where the test store names its
+# database): run against PostgreSQL (TURNBACK_TEST_BACKEND=postgresql) they would test the harness.
+SQLITE_FILE = pytest.mark.skipif(TEST_BACKEND != "sqlite", reason="reads the store's SQLite file")
+WHOLE_CONFIG = pytest.mark.skipif(TEST_BACKEND != "sqlite", reason="compares config.toml whole")
 
 MIB = 1 << 20
 
@@ -124,6 +129,7 @@ def _harness_turn(engine: turnback.Engine, sid: str, root: Path, path: str, data
     engine.end_turn(sid)
 
 
+@SQLITE_FILE
 def test_gc_keeps_the_database_near_the_cap(cli, capped, home: Path, project: Path) -> None:  # type: ignore[no-untyped-def]
     engine = capped
     sid = engine.new_session(str(project)).id
@@ -145,6 +151,7 @@ def test_gc_keeps_the_database_near_the_cap(cli, capped, home: Path, project: Pa
     assert (project / "f2.bin").read_bytes() != newest
 
 
+@SQLITE_FILE
 def test_the_database_stays_near_the_cap_with_the_write_tool(cli, capped, home: Path, project: Path) -> None:  # type: ignore[no-untyped-def]
     engine = capped
     sid = engine.new_session(str(project)).id
@@ -170,6 +177,7 @@ def test_copies_kept_for_redo_never_crowd_out_the_newest_turn(cli, capped, proje
     assert log_json(cli, sid)["turns"][-1]["calls"][0]["revertible"] is True
 
 
+@SQLITE_FILE
 def test_verify_names_the_damaged_call_and_everything_else_still_reverts(
     cli, engine, home: Path, project: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -216,6 +224,7 @@ def test_verify_names_the_damaged_call_and_everything_else_still_reverts(
     assert broken.lines[-1].startswith("failed      README.md (a stored copy is damaged")
 
 
+@SQLITE_FILE
 def test_an_incognito_session_keeps_nothing_of_its_files_and_undo_says_why(
     cli, engine, home: Path, project: Path
 ) -> None:  # type: ignore[no-untyped-def]
@@ -294,6 +303,7 @@ def test_delete_removes_a_session_and_its_copies(cli, engine, home: Path, projec
     assert not (project / "b.txt").exists()
 
 
+@WHOLE_CONFIG
 def test_config_get_and_set_write_the_stores_file_per_project_and_never_the_project(
     cli, home: Path, project: Path
 ) -> None:  # type: ignore[no-untyped-def]

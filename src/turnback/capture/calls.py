@@ -25,7 +25,7 @@ from turnback.errors import RefusedError, TurnbackError, UnsafePathError, UsageE
 from turnback.fsio import Tree, current_umask, default_file_mode
 from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
 from turnback.paths import RelPath, parent_paths
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 # A call's input is kept for ``show --input``; the file text it carries is in the copies already, so only
 # its start is kept (it counts towards store.max_mib).
@@ -35,7 +35,7 @@ MAX_INPUT_TEXT = 4 * 1024
 class CallTarget(NamedTuple):
     """Where a file-tool call runs: the store, the project's tree, the running turn."""
 
-    store: Store
+    store: StoreBackend
     tree: Tree
     project: Project
     turn: Turn

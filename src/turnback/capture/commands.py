@@ -65,7 +65,7 @@ from turnback.errors import StoreError
 from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Project, short_id
 from turnback.paths import RelPath
 from turnback.procs import process_alive
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
 from turnback.store.store import CachedSnapshot
 
@@ -145,7 +145,7 @@ DELTA_MIN_ENTRIES = 512
 DELTA_FRACTION = 16
 
 
-def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectScan:
+def scan_project(store: StoreBackend, project: Project, rules: ScanRules) -> ProjectScan:
     """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
 
     When the project's watcher knows what changed since the cache was taken,
@@ -184,7 +184,7 @@ def scan_project(store: Store, project: Project, rules: ScanRules) -> ProjectSca
 
 
 def _save_cache(
-    store: Store,
+    store: StoreBackend,
     project: Project,
     snapshot: Snapshot,
     token: str | None,
@@ -222,7 +222,9 @@ def _save_cache(
     return snapshot_id
 
 
-def _teaching_first(store: Store, objects: Iterator[tuple[str, bytes | None]]) -> Iterator[tuple[str, bytes | None]]:
+def _teaching_first(
+    store: StoreBackend, objects: Iterator[tuple[str, bytes | None]]
+) -> Iterator[tuple[str, bytes | None]]:
     """*objects*, the store's dictionary trained on the first ``DICT_SAMPLES`` small ones before any is stored
     (when it has none yet), so that they and every later copy compress against it."""
     if store.blobs.has_dictionary():
@@ -241,7 +243,7 @@ def _teaching_first(store: Store, objects: Iterator[tuple[str, bytes | None]]) -
     yield from objects
 
 
-def copy_git_objects(store: Store, root: str, oids: Iterable[str], *, teach: bool = False) -> dict[str, BlobId]:
+def copy_git_objects(store: StoreBackend, root: str, oids: Iterable[str], *, teach: bool = False) -> dict[str, BlobId]:
     """Copy git objects into the store; the content id of each (one that is gone is left out).
 
     *teach*: the first copies train the store's dictionary if it has none (the background copy does; a
@@ -264,7 +266,7 @@ def copy_git_objects(store: Store, root: str, oids: Iterable[str], *, teach: boo
     return copied
 
 
-def _with_git_copies(store: Store, root: str, snapshot: Snapshot, paths: Iterable[str]) -> Snapshot:
+def _with_git_copies(store: StoreBackend, root: str, snapshot: Snapshot, paths: Iterable[str]) -> Snapshot:
     """*snapshot* with the entries at *paths* whose content is a git object made stored copies (or uncovered)."""
     entries = {path: snapshot[path] for path in paths if path in snapshot and snapshot[path].git_oid}
     if not entries:
@@ -280,7 +282,7 @@ def _with_git_copies(store: Store, root: str, snapshot: Snapshot, paths: Iterabl
     return updated
 
 
-def adopt_git_objects(store: Store, project: Project) -> int:
+def adopt_git_objects(store: StoreBackend, project: Project) -> int:
     """Copy into the store the git objects the project's stat cache still stands on; how many were copied.
 
     Rounds of ``ADOPT_ROUND_FILES``; each round's copies go into the newest cache in one
@@ -360,7 +362,7 @@ def is_inside(path: str, root: str) -> bool:
     return path == root.rstrip("/") or path.startswith(root.rstrip("/") + "/")
 
 
-def store_folder(store: Store) -> str:
+def store_folder(store: StoreBackend) -> str:
     """The store's folder as the paths a command names are spelled (its real path)."""
     return os.path.realpath(store.home)
 
@@ -399,7 +401,7 @@ def _too_large_folder(path: str, rules: OutsideRules) -> bool:
     return False
 
 
-def _scan_outside(store: Store, path: str, rules: OutsideRules) -> Snapshot:
+def _scan_outside(store: StoreBackend, path: str, rules: OutsideRules) -> Snapshot:
     """One outside path (a file, a link, or a whole folder) as a snapshot keyed by absolute path."""
     parent, name = os.path.split(path)
     home = store_folder(store)
@@ -418,7 +420,7 @@ def outside_copy_refusal(path: str, rules: OutsideRules) -> Message | None:
     return None
 
 
-def watch_outside(store: Store, paths: Sequence[str], rules: OutsideRules) -> tuple[tuple[Watch, ...], Snapshot]:
+def watch_outside(store: StoreBackend, paths: Sequence[str], rules: OutsideRules) -> tuple[tuple[Watch, ...], Snapshot]:
     """Copy each outside path before the command runs, as far as the mode and the limits allow."""
     watches: list[Watch] = []
     outside: Snapshot = {}
@@ -478,7 +480,7 @@ def _reason(change: TreeChange) -> Message | None:
 
 
 def finish_call(
-    store: Store,
+    store: StoreBackend,
     project: Project,
     call: Call,
     before: CallBefore,
@@ -533,7 +535,7 @@ def finish_call(
         )
 
 
-def load_call_before(store: Store, call_id: CallId) -> CallBefore:
+def load_call_before(store: StoreBackend, call_id: CallId) -> CallBefore:
     snapshot_id, baseline_id = store.call_snapshot_ids(call_id)
     data = store.snapshot(snapshot_id) if snapshot_id else None
     loaded = load_snapshot(store, baseline_id) if baseline_id else None
@@ -547,15 +549,17 @@ def load_call_before(store: Store, call_id: CallId) -> CallBefore:
 
 
 def spawn_helper(
-    store: Store, args: Sequence[str], *, cwd: str, output: IO[bytes] | None = None
+    store: StoreBackend, args: Sequence[str], *, cwd: str, output: IO[bytes] | None = None
 ) -> subprocess.Popen[bytes]:
     """Start ``turnback --store HOME ARGS`` detached (its own session, no terminal): a watcher or a job runner.
 
-    It opens the store as this process did: with the same key secret, when one was given.
+    It opens the store as this process did: with the same key secret, when one was given, and the same database.
     """
     env = dict(os.environ)
     if store.key_secret is not None:
         env["TURNBACK_KEY"] = store.key_secret
+    if store.database_url is not None:
+        env["TURNBACK_STORE"] = store.database_url
     return subprocess.Popen(
         [sys.executable, "-m", "turnback", "--store", store.home, *args],
         cwd=cwd,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from turnback.fsio import Entry, Tree
 from turnback.model import ABSENT, BlobId, FileState
 from turnback.paths import RelPath
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 ContentSink = Callable[[Iterable[bytes]], tuple[BlobId, int]]
 
@@ -43,7 +43,7 @@ def _read_state(tree: Tree, path: RelPath, entry: Entry | None, sink: ContentSin
         return ABSENT
 
 
-def probe_state(tree: Tree, path: RelPath, store: Store) -> FileState:
+def probe_state(tree: Tree, path: RelPath, store: StoreBackend) -> FileState:
     """What *path* holds now; a file's content is hashed, not stored."""
 
     def hash_only(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
@@ -57,12 +57,12 @@ def probe_state(tree: Tree, path: RelPath, store: Store) -> FileState:
     return _read_state(tree, path, tree.lstat(path), hash_only)
 
 
-def capture_state(tree: Tree, path: RelPath, store: Store) -> FileState:
+def capture_state(tree: Tree, path: RelPath, store: StoreBackend) -> FileState:
     """What *path* holds now, with a file's content stored in the store (call inside a transaction)."""
     return _read_state(tree, path, tree.lstat(path), store.put_content)
 
 
-def stored_state_for_bytes(store: Store, data: bytes, mode: int) -> FileState:
+def stored_state_for_bytes(store: StoreBackend, data: bytes, mode: int) -> FileState:
     """The state of a file that will hold *data* with *mode*, its content stored."""
     blob, size = store.put_content([data])
     return FileState("file", blob=blob, size=size, mode=mode)

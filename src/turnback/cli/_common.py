@@ -85,12 +85,26 @@ class Context:
 
     @property
     def home(self) -> str:
+        """The store folder: ``--store DIR``, else ``TURNBACK_HOME`` or the data folder."""
         store = getattr(self.args, "store", None)
-        return os.path.abspath(store) if store else turnback.default_home()
+        return os.path.abspath(store) if store and not turnback.is_database_url(store) else turnback.default_home()
+
+    @property
+    def store_url(self) -> str | None:
+        """The database that holds the store: ``--store postgresql://…``, else ``TURNBACK_STORE`` (else the
+        folder's config.toml says, or the folder's own SQLite file holds it)."""
+        store = getattr(self.args, "store", None)
+        return store if store and turnback.is_database_url(store) else turnback.env_store_url()
 
     @cached_property
     def engine(self) -> Engine:
-        return Engine.open(self.home, key_secret=turnback.env_key_secret(), try_keyring=turnback.keyring_allowed())
+        return Engine.open(
+            self.home,
+            key_secret=turnback.env_key_secret(),
+            try_keyring=turnback.keyring_allowed(),
+            store_url=self.store_url,
+            host_id=turnback.env_host_id(),
+        )
 
     def close(self) -> None:
         if "engine" in self.__dict__:
@@ -117,9 +131,10 @@ def common_options() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument(
         "--store",
-        metavar="DIR",
+        metavar="DIR|URL",
         default=argparse.SUPPRESS,
-        help="the store folder (default: TURNBACK_HOME or the data dir)",
+        help="the store folder (default: TURNBACK_HOME or the data dir), or a postgresql:// database"
+        " (default: TURNBACK_STORE, or store.url in the folder's config.toml)",
     )
     parent.add_argument(
         "--json", action="store_true", default=argparse.SUPPRESS, help="print one JSON object on stdout"

@@ -35,7 +35,8 @@ from turnback.model import (
     Turn,
     TurnSummary,
 )
-from turnback.store import Store
+from turnback.store.api import StoreBackend
+from turnback.store.backends import open_store
 
 from .commands import Commands
 from .history import History
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from turnback.fsio import Tree
     from turnback.ops import maintenance
     from turnback.paths import RelPath
+    from turnback.store.copy import StoreCopied
 
 
 class TurnHandle:
@@ -224,7 +226,7 @@ class Engine(_CommandVerbs):
     Each verb is the facet's of its concern; see each facet for what it does.
     """
 
-    def __init__(self, store: Store, config: Config | None = None, *, confined: bool = False):
+    def __init__(self, store: StoreBackend, config: Config | None = None, *, confined: bool = False):
         self.store = store
         self._storage = Storage(self, config)
         self._paths = PathPolicy(store.home, confined=confined, mode_of=lambda project: self.config_for(project).mode)
@@ -245,10 +247,25 @@ class Engine(_CommandVerbs):
         clock: Callable[[], int] | None = None,
         ids: IdSource | None = None,
         confined: bool = False,
+        store_url: str | None = None,
+        host_id: str | None = None,
     ) -> Engine:
-        """Open the store in *home* (creating it on first use) with the given key secret, if any."""
+        """Open the store in *home* (creating it on first use) with the given key secret, if any.
+
+        *store_url* (else ``store.url`` in the folder's config.toml): a PostgreSQL database that holds the
+        store, *home* keeping what stays on this host; *host_id* stands for this machine's id there."""
+        from turnback.config import configured_store_url
+
         kwargs = {"clock": clock} if clock else {}
-        store = Store.open(home, key_secret=key_secret, try_keyring=try_keyring, ids=ids, **kwargs)
+        store = open_store(
+            home,
+            url=store_url or configured_store_url(home),
+            key_secret=key_secret,
+            try_keyring=try_keyring,
+            ids=ids,
+            host_id=host_id,
+            **kwargs,
+        )
         try:
             return cls(store, confined=confined)
         except BaseException:
@@ -301,6 +318,12 @@ class Engine(_CommandVerbs):
 
     def delete_session(self, session_id: SessionId) -> None:
         self._storage.delete_session(session_id)
+
+    def copy_to(self, target: Engine) -> StoreCopied:
+        """Copy this whole store into *target*, a new store (another folder or backend); reopen it after."""
+        from turnback.store.copy import copy_store
+
+        return copy_store(self.store, target.store)
 
     # -- projects, sessions, turns (sessions.py) -------------------------------------------
 

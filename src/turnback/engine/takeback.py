@@ -61,10 +61,11 @@ class TakeBack:
         """
         sessions = self._engine._sessions
         session = self._store.session(session_id)
+        project = sessions.project_of(session)
+        _refuse_elsewhere(project)
         sessions.settle_turns(session_id)
         sessions.remove_dead_busy_marks(session_id)
         refuse_if_busy(self._store, session_id)
-        project = sessions.project_of(session)
         self._engine._commands.record_orphans(project)
         interrupted = self.interrupted(session_id)
         if interrupted is not None:
@@ -298,6 +299,7 @@ class TakeBack:
         from turnback.services import service_note
 
         project = self._store.project(plan.project_id)
+        _refuse_elsewhere(project)
         result = apply_plan(self._store, Tree(project.root), plan)
         reverted = [
             row.path
@@ -309,6 +311,13 @@ class TakeBack:
                 self._store.add_notices(plan.session_id, [(path, notice_text(path)) for path in reverted])
         notes = [note for note in (service_note(path) for path in reverted) if note]
         return result._replace(notes=result.notes + tuple(notes))
+
+
+def _refuse_elsewhere(project: Project) -> None:
+    """Only the host a project's files are on may change them ("only the device that ran the call can revert
+    it"): any other host sharing the store may look, and is told where to run it."""
+    if project.other_host is not None:
+        raise RefusedError(Message("host_files_elsewhere", host=project.other_host))
 
 
 def _with_commands_note(plan: Plan, turns: Sequence[Turn]) -> Plan:

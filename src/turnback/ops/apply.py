@@ -44,7 +44,7 @@ from turnback.ops.busy import refuse_if_busy, session_apply_lock
 from turnback.ops.reasons import clauses, with_flag_command
 from turnback.ops.rows import tree_path
 from turnback.paths import RelPath
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 PLAN_AGAIN = Message("plan_again")
 CHANGED_SINCE_PREVIEW = Message("changed_since_preview", then=PLAN_AGAIN)
@@ -80,7 +80,7 @@ def trash_folder_name(plan: Plan) -> str:
 
 
 class _Applier:
-    def __init__(self, store: Store, tree: Tree, plan: Plan):
+    def __init__(self, store: StoreBackend, tree: Tree, plan: Plan):
         self.store = store
         self.tree = tree
         self.plan = plan
@@ -248,7 +248,7 @@ class _Applier:
         return "done", (clauses(*outcome) if len(outcome) > 1 else outcome[0]) if outcome else None
 
 
-def _settle_row(store: Store, plan: Plan, row: PlanRow, status: RowStatus, note: Message | None) -> None:
+def _settle_row(store: StoreBackend, plan: Plan, row: PlanRow, status: RowStatus, note: Message | None) -> None:
     """Journal one row's outcome; a row done marks the changes it took back reverted, in the same transaction."""
     with store.transaction():
         store.set_row_status(plan.id, row.seq, status, note)
@@ -292,7 +292,7 @@ def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message 
     return [(s, n) if s != "pending" else ("done", None) for s, n in outcomes]
 
 
-def _settle_turns(store: Store, plan: Plan) -> None:
+def _settle_turns(store: StoreBackend, plan: Plan) -> None:
     """Update each turn's undo state; name ``turnback undo N --force`` on the rows a partly undone turn keeps."""
     numbers: dict[str, int] = {}
     for turn_id in plan.turn_ids:
@@ -324,7 +324,7 @@ def _settle_turns(store: Store, plan: Plan) -> None:
         store.set_row_status(plan.id, row.seq, "skipped", note)
 
 
-def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
+def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
     """Apply *plan* (or finish it, if an earlier run was interrupted) and return what each row did."""
     with session_apply_lock(store, plan.session_id):
         plan = store.load_plan(plan.id)  # what the journal says now, under the lock
@@ -367,7 +367,7 @@ def apply_plan(store: Store, tree: Tree, plan: Plan) -> OpResult:
     return OpResult(store.load_plan(plan.id), trash, resumed=resumed, notes=notes)
 
 
-def _refuse_stale_head(store: Store, plan: Plan) -> None:
+def _refuse_stale_head(store: StoreBackend, plan: Plan) -> None:
     """A rollback, resend or redo applies only to the head it was planned against."""
     head = store.session(plan.session_id).head
     if head != plan.head_from:
@@ -378,7 +378,7 @@ def _head_name(head: TurnId | None) -> Message:
     return Message("turn_id_shown", turn=short_id(head)) if head else Message("the_start")
 
 
-def _finish_operation(store: Store, plan: Plan) -> tuple[Message, ...]:
+def _finish_operation(store: StoreBackend, plan: Plan) -> tuple[Message, ...]:
     """What an operation does after its rows: a resend drops its calls, a rollback or resend moves the head,
     a redo marks the operation it took back. Returns notes for the result."""
     if plan.kind == "redo" and plan.reverses and any(row.status == "done" for row in plan.rows):

@@ -21,20 +21,37 @@ from turnback.errors import BusyError
 from turnback.fsio import ensure_private_dir
 from turnback.model import Call, ProjectId, SessionId, Turn, short_id
 from turnback.procs import parent_and_name, process_alive
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 
 def _holder_ended(turn: Turn, holder_start: int | None) -> bool:
     return turn.holder_pid is not None and not process_alive(turn.holder_pid, holder_start)
 
 
-def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
+def _pids_here(store: StoreBackend, project_id: ProjectId) -> bool:
+    """Whether the project's process ids are this host's: in a store shared by hosts, a turn or command of a
+    project on another host is held by a process there, which this host cannot see (it is taken to run)."""
+    return store.project(project_id).other_host is None
+
+
+def _session_pids_here(store: StoreBackend, session_id: SessionId) -> bool:
+    return _pids_here(store, store.session(session_id).project_id)
+
+
+def live_running_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]:
     """The session's running turns whose holder lives (one whose holder ended runs no more)."""
-    return [turn for turn, holder_start in store.running_turns(session_id) if not _holder_ended(turn, holder_start)]
+    here = _session_pids_here(store, session_id)
+    return [
+        turn
+        for turn, holder_start in store.running_turns(session_id)
+        if not (here and _holder_ended(turn, holder_start))
+    ]
 
 
-def mark_interrupted_turns(store: Store, session_id: SessionId) -> list[Turn]:
+def mark_interrupted_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]:
     """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
+    if not _session_pids_here(store, session_id):
+        return []
     ended = [turn for turn, holder_start in store.running_turns(session_id) if _holder_ended(turn, holder_start)]
     for turn in ended:
         with store.transaction():
@@ -86,7 +103,7 @@ def _descendants_cmdlines(pid: int) -> list[bytes]:
     return lines
 
 
-def harness_runs(store: Store, calls: list[Call], holder_pid: int) -> bool:
+def harness_runs(store: StoreBackend, calls: list[Call], holder_pid: int) -> bool:
     """Whether a process below the harness *holder_pid* still runs one of *calls* (commands the harness runs
     itself), or one of them was finished meanwhile. Where the OS does not tell, they are taken to run."""
     if not os.path.isdir("/proc/self"):
@@ -113,8 +130,10 @@ def _command_text(call: Call) -> str:
     return text if len(text) <= 60 else text[:59] + "…"
 
 
-def _command_states(store: Store, project_id: ProjectId) -> tuple[list[Call], list[Call]]:
+def _command_states(store: StoreBackend, project_id: ProjectId) -> tuple[list[Call], list[Call]]:
     live, orphaned = [], []
+    if not _pids_here(store, project_id):
+        return [command.call for command in store.running_commands(project_id)], []
     for call, pid_start, watcher, watcher_start in store.running_commands(project_id):
         command_alive = call.pid is not None and process_alive(call.pid, pid_start)
         watcher_alive = watcher is not None and process_alive(watcher, watcher_start)
@@ -125,18 +144,18 @@ def _command_states(store: Store, project_id: ProjectId) -> tuple[list[Call], li
     return live, orphaned
 
 
-def live_commands(store: Store, project_id: ProjectId) -> list[Call]:
+def live_commands(store: StoreBackend, project_id: ProjectId) -> list[Call]:
     """The project's commands and jobs whose process (or the watcher that records them) still runs."""
     return _command_states(store, project_id)[0]
 
 
-def orphaned_commands(store: Store, project_id: ProjectId) -> list[Call]:
+def orphaned_commands(store: StoreBackend, project_id: ProjectId) -> list[Call]:
     """Commands whose process and watcher both ended before the end was recorded (turnback was killed):
     the caller records them now, from the snapshot taken before they ran."""
     return _command_states(store, project_id)[1]
 
 
-def refuse_if_busy(store: Store, session_id: SessionId) -> None:
+def refuse_if_busy(store: StoreBackend, session_id: SessionId) -> None:
     """Raise :class:`BusyError` naming what runs in the session, if anything does.
 
     That is: a turn of the session; a busy mark a harness set (compaction,
@@ -150,8 +169,9 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
         if turn.holder_pid:
             raise BusyError(Message("busy_turn_held", number=turn.number, pid=turn.holder_pid))
         raise BusyError(Message("busy_turn", number=turn.number))
+    here = _session_pids_here(store, session_id)
     for _, reason, pid, pid_start in store.busy_marks(session_id):
-        if pid is not None and not process_alive(pid, pid_start):
+        if here and pid is not None and not process_alive(pid, pid_start):
             continue  # its holder ended without ending it (see remove_dead_busy_marks)
         if pid:
             raise BusyError(Message("busy_mark_held", reason=Message.loads(reason), pid=pid))
@@ -168,8 +188,10 @@ def refuse_if_busy(store: Store, session_id: SessionId) -> None:
         raise BusyError(Message(code, call=ident, command=command))
 
 
-def remove_dead_busy_marks(store: Store, session_id: SessionId) -> None:
+def remove_dead_busy_marks(store: StoreBackend, session_id: SessionId) -> None:
     """Remove the session's busy marks whose holder ended without ending them."""
+    if not _session_pids_here(store, session_id):
+        return
     for mark_id, _, pid, pid_start in store.busy_marks(session_id):
         if pid is not None and not process_alive(pid, pid_start):
             with store.transaction():
@@ -177,7 +199,7 @@ def remove_dead_busy_marks(store: Store, session_id: SessionId) -> None:
 
 
 @contextlib.contextmanager
-def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0.0) -> Iterator[None]:
+def session_apply_lock(store: StoreBackend, session_id: SessionId, *, wait_s: float = 0.0) -> Iterator[None]:
     """Hold the session's apply lock, waiting up to *wait_s* for it; then :class:`BusyError` naming the holder."""
     ensure_private_dir(store.locks_dir)
     path = os.path.join(store.locks_dir, f"{session_id}.lock")
@@ -199,7 +221,8 @@ def session_apply_lock(store: Store, session_id: SessionId, *, wait_s: float = 0
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         try:
-            yield
+            with store.session_lock(session_id):  # a store shared by hosts: no other host applies meanwhile
+                yield
         finally:
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -31,7 +31,7 @@ from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_sn
 from turnback.catalog import Message
 from turnback.errors import RecordDamagedError, StoreError, TurnbackError, UsageError
 from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 VACUUM_FREE_BYTES = 8 << 20
 VACUUM_FREE_SHARE = 0.25
@@ -39,7 +39,7 @@ SNAPSHOT_DROPPED = "snapshot_copy_dropped"  # why a snapshot entry lost its copy
 PLAN_KEEP_NS = 3600 * 10**9  # a preview holds its copies this long; applied later, it is refused (plan again)
 
 
-def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
+def _snapshot_blobs(store: StoreBackend) -> tuple[set[bytes], set[bytes]]:
     """Blobs the stat caches hold, and blobs the snapshots of running commands hold."""
     cache: set[bytes] = set()
     running: set[bytes] = set()
@@ -58,22 +58,22 @@ def _snapshot_blobs(store: Store) -> tuple[set[bytes], set[bytes]]:
     return cache, running
 
 
-def _pending_since(store: Store) -> int:
+def _pending_since(store: StoreBackend) -> int:
     """A preview made since this time is pending (as is each session's newest): its copies are kept."""
     return store.now() - PLAN_KEEP_NS
 
 
-def newest_turns(store: Store) -> set[str]:
+def newest_turns(store: StoreBackend) -> set[str]:
     """The turns whose copies the cap never drops: every running turn, and the turn that ended last."""
     return store.newest_turn_ids()
 
 
-def turn_kept_bytes(store: Store, turn_id: str) -> int:
+def turn_kept_bytes(store: StoreBackend, turn_id: str) -> int:
     """The content size of the copies the turn's calls keep (each copy once), which the cap never drops."""
     return store.turn_kept_bytes(turn_id)
 
 
-def live_blobs(store: Store) -> set[bytes]:
+def live_blobs(store: StoreBackend) -> set[bytes]:
     """Every blob something still needs: changes not dropped, operations, snapshots; chunks included."""
     live = store.kept_blob_ids()
     cache, running = _snapshot_blobs(store)
@@ -91,7 +91,7 @@ class Reclaimed:
     dropped_cache_entries: int = 0
 
 
-def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
+def gc(store: StoreBackend, *, vacuum: bool | None = None) -> Reclaimed:
     """Delete blobs nothing needs; compact the database when that frees enough (or when asked)."""
     result = Reclaimed()
     with store.transaction():
@@ -110,13 +110,13 @@ def gc(store: Store, *, vacuum: bool | None = None) -> Reclaimed:
     return result
 
 
-def kept_bytes(store: Store) -> int:
+def kept_bytes(store: StoreBackend) -> int:
     """What is kept for reverting: the content size of every copy a change or an operation needs, and the
     calls' recorded input."""
     return store.kept_bytes()
 
 
-def _cap_candidates(store: Store) -> list[tuple[str, str]]:
+def _cap_candidates(store: StoreBackend) -> list[tuple[str, str]]:
     """What the store cap may drop, oldest first: ("call", id) for a call's copies and input, ("op", id)
     for an operation's copies (an applied one's, or a superseded old preview's). The newest turns' calls and
     pending previews are never among them."""
@@ -128,7 +128,7 @@ def _cap_candidates(store: Store) -> list[tuple[str, str]]:
     return [(kind, item_id) for _, kind, item_id in sorted(found)]
 
 
-def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
+def enforce_caps(store: StoreBackend, *, max_bytes: int, snapshot_max_bytes: int, snapshot_mib: int) -> Reclaimed:
     """Drop the oldest copies until the kept copies fit their caps, then reclaim the space.
 
     Under both caps (the usual case, at the end of every turn) this reads two sums, not the snapshots.
@@ -168,7 +168,7 @@ def enforce_caps(store: Store, *, max_bytes: int, snapshot_max_bytes: int, snaps
     return result
 
 
-def _cap_cache(store: Store, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
+def _cap_cache(store: StoreBackend, project_id: ProjectId, max_bytes: int, mib: int, protected: set[bytes]) -> int:
     """Drop the oldest copies a project's stat cache holds beyond *max_bytes*; the files become uncovered."""
     cached = store.latest_snapshot(project_id)
     loaded = load_snapshot(store, cached.id, cached.data) if cached else None
@@ -231,7 +231,7 @@ def _reason(exc: BaseException) -> Message:
     return exc.message if isinstance(exc, TurnbackError) else Message("plain", text=str(exc))
 
 
-def _database_problems(store: Store) -> list[Message]:
+def _database_problems(store: StoreBackend) -> list[Message]:
     problems: list[Message] = []
     checks: tuple[tuple[Message, Callable[[], list[Message]]], ...] = (
         (
@@ -260,7 +260,7 @@ def _database_problems(store: Store) -> list[Message]:
 _Listed = TypeVar("_Listed")
 
 
-def _damaged_records(store: Store) -> tuple[dict[str, list[Message]], list[SessionId]]:
+def _damaged_records(store: StoreBackend) -> tuple[dict[str, list[Message]], list[SessionId]]:
     """Read every record the other verbs read, through the store's own readers; what does not read, per session.
 
     Also the ids of every session, to say which are intact.
@@ -305,14 +305,14 @@ def _damaged_records(store: Store) -> tuple[dict[str, list[Message]], list[Sessi
     return found, sessions
 
 
-def _missing_blobs(store: Store) -> set[bytes]:
+def _missing_blobs(store: StoreBackend) -> set[bytes]:
     """Copies that changes and operations name (and the chunks their chunk lists name) but the store lacks."""
     named = store.kept_blob_ids()
     named |= store.blobs.chunks_listed(named)
     return named - store.blobs.ids()
 
 
-def verify(store: Store) -> Damage:
+def verify(store: StoreBackend) -> Damage:
     """Read every record the other verbs rely on, decrypt every copy and check its keyed hash, and run
     the database's checks (integrity, schema, references). Changes nothing.
 
@@ -362,7 +362,7 @@ def verify(store: Store) -> Damage:
     )
 
 
-def delete_session(store: Store, session_id: SessionId) -> None:
+def delete_session(store: StoreBackend, session_id: SessionId) -> None:
     """Delete a session, its turns, calls, changes, operations and notices; its copies go at the gc that follows."""
     store.delete_session_records(session_id)
     gc(store)

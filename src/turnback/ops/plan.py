@@ -45,7 +45,7 @@ from turnback.ops.reasons import (
 )
 from turnback.ops.rows import Picture, Row, acting, finish_rows, merge_chains, ref_rows, row_for_change
 from turnback.paths import RelPath
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 from turnback.store.records import OverlappingCall
 
 # -- undo ----------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ def select_undo_turns(
     return [pending[-1]]
 
 
-def _overlapping(store: Store, project: Project, change: Change, kind: str) -> list[OverlappingCall]:
+def _overlapping(store: StoreBackend, project: Project, change: Change, kind: str) -> list[OverlappingCall]:
     """The calls a command's change may be: those running while the command ran that ended later (or run still)
     and changed the path too (or whose changes are not known yet).
 
@@ -109,7 +109,7 @@ def _overlapping(store: Store, project: Project, change: Change, kind: str) -> l
     return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
 
 
-def change_overlap_note(store: Store, project: Project, change: Change, kind: str) -> Message | None:
+def change_overlap_note(store: StoreBackend, project: Project, change: Change, kind: str) -> Message | None:
     """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
     (:func:`_overlapping`)."""
     overlapping = [] if change.reverted else _overlapping(store, project, change, kind)
@@ -125,7 +125,7 @@ def _overlap_hold(overlapping: Sequence[tuple[CallId, str, bool]], in_plan: Set[
 
 
 def _rows_for_turns(
-    store: Store,
+    store: StoreBackend,
     tree: Tree,
     project: Project,
     turns: Sequence[Turn],
@@ -185,7 +185,7 @@ def _rows_for_turns(
 
 
 def plan_undo(
-    store: Store,
+    store: StoreBackend,
     tree: Tree,
     session: Session,
     project: Project,
@@ -222,7 +222,7 @@ def plan_undo(
 
 
 def plan_rollback(
-    store: Store,
+    store: StoreBackend,
     tree: Tree,
     session: Session,
     project: Project,
@@ -269,7 +269,7 @@ def plan_rollback(
 
 
 def plan_resend(
-    store: Store,
+    store: StoreBackend,
     tree: Tree,
     session: Session,
     project: Project,
@@ -310,7 +310,7 @@ def plan_resend(
     )
 
 
-def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: Plan, *, op_id: OpId) -> Plan:
+def plan_redo(store: StoreBackend, tree: Tree, session: Session, project: Project, op: Plan, *, op_id: OpId) -> Plan:
     """Plan taking back operation *op*: each row it applied, last first, from what it put back to what it displaced.
 
     A path that changed since *op* is skipped (compare-and-swap, no force);
@@ -383,7 +383,7 @@ def plan_redo(store: Store, tree: Tree, session: Session, project: Project, op: 
 
 
 def plan_revert(
-    store: Store,
+    store: StoreBackend,
     tree: Tree,
     session: Session,
     project: Project,

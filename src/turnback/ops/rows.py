@@ -41,7 +41,7 @@ from turnback.ops.reasons import (
     for_created,
 )
 from turnback.paths import RelPath
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 
 @dataclass(slots=True)
@@ -72,7 +72,7 @@ class Picture:
     Project paths are relative and outside paths absolute, so one map holds both.
     """
 
-    def __init__(self, store: Store, tree: Tree):
+    def __init__(self, store: StoreBackend, tree: Tree):
         self._store = store
         self._tree = tree
         self._states: dict[RelPath, FileState | TurnbackError] = {}
@@ -115,7 +115,7 @@ class Picture:
         self._planned.add(path)
 
 
-def _copy_available(store: Store, change: Change) -> Message | None:
+def _copy_available(store: StoreBackend, change: Change) -> Message | None:
     if change.not_covered:
         return change.not_covered
     if change.evicted:
@@ -133,7 +133,7 @@ def acting(target: FileState, current: FileState) -> RowAction:
 
 def row_for_change(
     picture: Picture,
-    store: Store,
+    store: StoreBackend,
     change: Change,
     turn_id: str | None,
     *,
@@ -162,7 +162,7 @@ def row_for_change(
 
 def _plan_change(
     picture: Picture,
-    store: Store,
+    store: StoreBackend,
     change: Change,
     turn_id: str | None,
     *,

@@ -89,6 +89,8 @@ def session_data(session: Session, project: Project | None = None) -> dict[str, 
     }
     if project is not None:
         data["project"] = {"id": project.id, "root": project.root}
+        if project.other_host is not None:  # a store shared by hosts: the files are on that one
+            data["project"]["host"] = project.other_host
     return data
 
 

@@ -2,9 +2,10 @@
 
 :class:`StoreBackend` is everything the engine, ``ops/`` and ``capture/`` call;
 it is made of one protocol per kind of record, so a reader can see what each
-concern needs. ``turnback.store.store.Store`` (SQLite, ``store/sqlite/``) is
-the one backend today; ``tests/store/contract/`` is the suite every backend
-must pass.
+concern needs. ``turnback.store.store.Store`` (SQLite, ``store/sqlite/``) and
+``turnback.store.postgres.store.PgStore`` (PostgreSQL, shared by many hosts)
+are the backends (``store/backends.py`` opens one); ``tests/store/contract/``
+is the suite every backend must pass.
 
 What a backend must keep, whatever it is built on:
 
@@ -492,6 +493,7 @@ class StoreBackend(
     home: str  # the store folder: trash, locks and the log live here, whatever holds the records
     crypto: Crypto
     key_secret: str | None  # the secret it was opened with, handed to turnback's own detached helpers
+    database_url: str | None  # the database that holds the records when it is not the folder's SQLite file
     reserve_used: bool  # the disk was full and the space set aside was freed to go on
 
     @property
@@ -508,6 +510,14 @@ class StoreBackend(
 
     def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
         """One write transaction, its lock taken before the first read; nested calls join it."""
+
+    def session_lock(self, session_id: SessionId) -> contextlib.AbstractContextManager[None]:
+        """Held while an operation applies to the session, beside the lock file in :attr:`locks_dir` (which
+        serves one host): a store shared by hosts holds it for all of them, busy when another holds it."""
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for another process (on any host sharing the store) to commit a change;
+        whether one did. What a live view (the web page's event stream, the TUI) waits on."""
 
     def truncate_log(self) -> None:
         """After a large write: give the disk back what the database's log grew to (nothing where it has none)."""

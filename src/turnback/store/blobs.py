@@ -28,8 +28,8 @@ from turnback.catalog import Message
 from turnback.errors import BlobCorruptError
 from turnback.model import BlobId
 from turnback.store.crypto import ID_LEN, Crypto
-from turnback.store.db import Database
 from turnback.store.records import StoredBlob, StoredContent
+from turnback.store.sql import SqlDatabase
 
 CHUNK_SIZE = 4 << 20
 KIND_DATA = 0
@@ -53,7 +53,7 @@ class _Opened(NamedTuple):
 
 
 class BlobStore:
-    def __init__(self, db: Database, crypto: Crypto):
+    def __init__(self, db: SqlDatabase, crypto: Crypto):
         self._db = db
         self._crypto = crypto
         self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
@@ -95,7 +95,7 @@ class BlobStore:
         except zstandard.ZstdError:
             return False  # samples zstd can learn nothing from
         self._db.execute(
-            "INSERT OR IGNORE INTO meta(key, value) VALUES(?, ?)",
+            "INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT DO NOTHING",
             (DICT_META_KEY, self._crypto.seal(raw, DICT_META_KEY.encode())),
         )
         self._load_dictionary(now=True)  # another process may have given it one first: theirs is the one
@@ -113,7 +113,7 @@ class BlobStore:
             kind, compressor = KIND_DATA_DICT, self._dict_compressor
         sealed = self._crypto.seal(compressor.compress(plain), _context(blob_id, kind))
         self._db.execute(
-            "INSERT OR IGNORE INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?)",
+            "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING",
             (blob_id, kind, len(plain) if size is None else size, len(sealed), sealed, time.time_ns()),
         )
 

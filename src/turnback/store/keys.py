@@ -72,8 +72,12 @@ def read_key_file(home: str) -> bytes | None:
 
 def create_key_file(home: str) -> bytes:
     """Make a new random key in ``<home>/key``: 0600, ``O_EXCL|O_NOFOLLOW``, fsynced."""
+    return write_key_file(home, os.urandom(KEY_LEN))
+
+
+def write_key_file(home: str, key: bytes) -> bytes:
+    """Keep *key* in ``<home>/key`` (a new file: 0600, ``O_EXCL|O_NOFOLLOW``, fsynced)."""
     path = key_file_path(home)
-    key = os.urandom(KEY_LEN)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except OSError as exc:
@@ -172,4 +176,4 @@ def master_for_new_store(
     return create_key_file(home), "file"
 
 
-__all__ = ["KeySource", "master_for_existing_store", "master_for_new_store", "read_key_file"]
+__all__ = ["KeySource", "master_for_existing_store", "master_for_new_store", "read_key_file", "write_key_file"]

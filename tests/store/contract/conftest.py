@@ -13,8 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TEST_KEY
+from tests.pgserver import PgServer
 from turnback.model import FileState, Project, Session, Turn
 from turnback.store.api import StoreBackend
+from turnback.store.postgres.store import PgStore
 from turnback.store.store import DB_NAME, Store
 
 
@@ -33,14 +35,26 @@ def _sqlite_bytes(home: Path) -> bytes:
     return b"".join(path.read_bytes() for path in sorted(home.glob(DB_NAME + "*")) if path.is_file())
 
 
-BACKENDS: dict[str, Backend] = {
-    "sqlite": Backend(_open_sqlite, _sqlite_bytes),
+def _postgres(server: PgServer) -> Backend:
+    """A store per folder, each in a schema of its own on the test server; its bytes as ``pg_dump`` writes them."""
+
+    def open_store(home: Path) -> StoreBackend:
+        url = server.url(server.schema_for(home))
+        return PgStore.open(url, str(home), key_secret=TEST_KEY, try_keyring=False)
+
+    return Backend(open_store, lambda home: server.dump(server.schema_for(home)))
+
+
+# Each backend, made from the test's fixtures (a server backend asks for its server).
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest], Backend]] = {
+    "sqlite": lambda request: Backend(_open_sqlite, _sqlite_bytes),
+    "postgresql": lambda request: _postgres(request.getfixturevalue("pg_server")),
 }
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def backend_kind(request: pytest.FixtureRequest) -> Backend:
-    return BACKENDS[request.param]
+    return BACKENDS[request.param](request)
 
 
 @pytest.fixture

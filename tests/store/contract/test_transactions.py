@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -55,3 +56,22 @@ def test_a_second_writer_waits_for_the_first(
     writer.join(30)
     assert errors == [] and written.is_set()
     assert [mark.reason for mark in backend.busy_marks(session.id)] == ["first writer", "second writer"]
+
+
+def test_a_live_view_wakes_when_another_process_commits(
+    backend: StoreBackend, session: Session, backend_kind: Backend, home: Path
+) -> None:
+    def write_elsewhere() -> None:
+        with backend_kind.open(home) as other:  # its own connection, as another process has
+            other.create_turn(session.id, "elsewhere", holder_pid=None, holder_start=None)
+
+    assert backend.wait_for_change(0.3) is False  # nothing committed meanwhile
+    writer = threading.Timer(0.3, write_elsewhere)
+    writer.start()
+    try:
+        started = time.monotonic()
+        assert backend.wait_for_change(10) is True
+        assert time.monotonic() - started < 5
+    finally:
+        writer.join()
+    assert [turn.message for turn in backend.turns(session.id)] == ["elsewhere"]

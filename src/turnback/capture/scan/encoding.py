@@ -11,7 +11,7 @@ from typing import NamedTuple
 import zstandard
 
 from turnback.capture.scan.entries import Entry, Snapshot
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 SNAPSHOT_FORMAT = 3
 SNAPSHOT_DELTA_FORMAT = 4
@@ -84,7 +84,7 @@ _LOADED: dict[tuple[str, str], StoredSnapshot] = {}
 _LOADED_KEEP = 1
 
 
-def remember_snapshot(store: Store, stored: StoredSnapshot) -> StoredSnapshot:
+def remember_snapshot(store: StoreBackend, stored: StoredSnapshot) -> StoredSnapshot:
     key = (store.home, stored.id)
     _LOADED.pop(key, None)
     _LOADED[key] = stored
@@ -93,7 +93,7 @@ def remember_snapshot(store: Store, stored: StoredSnapshot) -> StoredSnapshot:
     return stored
 
 
-def load_snapshot(store: Store, snapshot_id: str, data: bytes | None = None) -> StoredSnapshot | None:
+def load_snapshot(store: StoreBackend, snapshot_id: str, data: bytes | None = None) -> StoredSnapshot | None:
     """The saved stat cache *snapshot_id* (its sealed *data*, when the caller has read it); ``None`` when it is
     gone or in a format this version does not read (the next scan then rebuilds it)."""
     hit = _LOADED.get((store.home, snapshot_id))

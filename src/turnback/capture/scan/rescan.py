@@ -8,7 +8,7 @@ import os
 
 from turnback.capture.scan.entries import ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner, open_folder
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 
 def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules, *, walked: bool) -> dict[str, bool]:
@@ -49,7 +49,7 @@ def _below(path: str, folders: set[str]) -> bool:
 
 
 def rescan_tree(
-    store: Store,
+    store: StoreBackend,
     root: str,
     rules: ScanRules,
     previous: Snapshot,

@@ -7,14 +7,14 @@ from turnback.capture.scan.entries import ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.rescan import rescan_tree
 from turnback.capture.scan.split import find_changes, scan_processes
 from turnback.capture.scan.walk import BatchedWriter, Scanner
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 
 # A scan of a tree this large is split over processes: a fork costs a few ms, a 50k-path walk ~0.4 s.
 SPLIT_MIN_ENTRIES = 20_000
 
 
 def scan_tree(
-    store: Store,
+    store: StoreBackend,
     root: str,
     rules: ScanRules,
     previous: Snapshot | None,

@@ -29,7 +29,7 @@ from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, obj
 from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
 from turnback.catalog import Message
 from turnback.model import BlobId
-from turnback.store import Store
+from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
 
 RACY_WINDOW_NS = 2_000_000_000
@@ -94,7 +94,7 @@ class BatchedWriter:
     compress against it (their ids are known before they are stored).
     """
 
-    def __init__(self, store: Store, *, teach: bool = False):
+    def __init__(self, store: StoreBackend, *, teach: bool = False):
         self._store = store
         self._open: contextlib.ExitStack | None = None
         self._files = 0

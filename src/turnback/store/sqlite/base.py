@@ -28,7 +28,7 @@ from turnback.model import (
 )
 from turnback.store.blobs import BlobStore
 from turnback.store.crypto import ID_LEN, Crypto
-from turnback.store.db import Database
+from turnback.store.sql import SqlDatabase
 
 OUTSIDE_SCOPE = "outside"  # the path-id scope of files outside any project (absolute paths)
 TRASH_DIR = "trash"
@@ -119,7 +119,7 @@ class SqliteRecords:
     def __init__(
         self,
         home: str,
-        db: Database,
+        db: SqlDatabase,
         crypto: Crypto,
         *,
         clock: Callable[[], int] = time.time_ns,
@@ -142,6 +142,13 @@ class SqliteRecords:
     def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
         """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
         return self.db.transaction(durable=durable)
+
+    def adopt_keys(self) -> None:
+        """After ``crypto`` was replaced by a copied store's keys: what is sealed or keyed with them follows."""
+        self.blobs = BlobStore(self.db, self.crypto)
+
+    def identities_follow(self, tables: tuple[str, ...]) -> None:
+        """After rows were copied with their integer ids: SQLite numbers new rows after the largest anyway."""
 
     def truncate_log(self) -> None:
         """After a large write: give the disk back what the write-ahead log grew to."""

@@ -217,11 +217,11 @@ class CallQueries(SqliteRecords):
         not_covered: Message | None = None,
     ) -> int:
         where = f"{call_id}:{seq}"
-        cursor = self.db.execute(
+        inserted = self.db.one(
             "INSERT INTO changes(call_id, seq, project_id, path_id, path_enc,"
             " before_kind, before_blob, before_size, before_mode, before_target_enc,"
             " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, outside, not_covered_enc)"
-            " VALUES(?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?)",
+            " VALUES(?,?,?,?,?, ?,?,?,?,?, ?,?,?,?,?, ?,?,?) RETURNING id",
             (
                 call_id,
                 seq,
@@ -237,8 +237,8 @@ class CallQueries(SqliteRecords):
                 self._seal_message(not_covered, f"changes.not_covered:{where}"),
             ),
         )
-        assert cursor.lastrowid is not None
-        return cursor.lastrowid
+        change_id: int = inserted["id"]
+        return change_id
 
     def set_change_after(self, change_id: int, after: FileState, *, partial: bool) -> None:
         row = self.db.one("SELECT call_id, seq FROM changes WHERE id=?", (change_id,))

@@ -92,7 +92,8 @@ class MaintenanceQueries(SqliteRecords):
         """Every running turn, and the turn that ended last."""
         rows = self.db.all(
             "SELECT id FROM turns WHERE status='running'"
-            " UNION SELECT id FROM (SELECT id FROM turns ORDER BY COALESCE(ended_at, started_at) DESC LIMIT 1)"
+            " UNION SELECT id FROM"
+            " (SELECT id FROM turns ORDER BY COALESCE(ended_at, started_at) DESC LIMIT 1) AS newest"
         )
         return {row["id"] for row in rows}
 

@@ -13,14 +13,15 @@ class NoticeQueries(SqliteRecords):
     def add_notices(self, session_id: SessionId, items: Sequence[tuple[str, str]]) -> None:
         """Queue notices (path, text) for the assistant, and require it to read each path again."""
         for path, text in items:
-            cursor = self.db.execute(
-                "INSERT INTO notices(session_id, body_enc, created_at) VALUES(?, X'00', ?)", (session_id, self.now())
+            inserted = self.db.one(
+                "INSERT INTO notices(session_id, body_enc, created_at) VALUES(?, ?, ?) RETURNING id",
+                (session_id, b"\0", self.now()),
             )
-            notice_id = cursor.lastrowid
+            notice_id = inserted["id"]
             body = self._seal_json([path, text], f"notices:{notice_id}")
             self.db.execute("UPDATE notices SET body_enc=? WHERE id=?", (body, notice_id))
             self.db.execute(
-                "INSERT OR IGNORE INTO must_read(session_id, path_id) VALUES(?,?)",
+                "INSERT INTO must_read(session_id, path_id) VALUES(?,?) ON CONFLICT DO NOTHING",
                 (session_id, self.path_id(session_id, path)),
             )
 

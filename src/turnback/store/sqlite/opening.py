@@ -15,7 +15,7 @@ from typing import NamedTuple, Self
 from turnback.catalog import Message
 from turnback.errors import StoreError
 from turnback.fsio import ensure_private_dir
-from turnback.model import IdSource
+from turnback.model import IdSource, SessionId
 from turnback.store import keys
 from turnback.store.crypto import Crypto, Keys
 from turnback.store.db import DAMAGED_READ_ONLY, Database
@@ -32,6 +32,7 @@ trash/ holds plain copies of files that undo operations displaced.
 RESERVE_NAME = "reserve"
 RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
 RESERVE_FULL = Message("store_disk_full")
+CHANGE_POLL_S = 0.1  # how often wait_for_change looks: SQLite tells no one of a commit
 
 
 def _disk_full(home: str) -> bool:
@@ -184,6 +185,8 @@ def _open_writable(home: str, key_secret: str | None, *, try_keyring: bool) -> _
 class StoreOpening(SqliteRecords):
     """Opening and closing a store folder, and the space it keeps aside on its disk."""
 
+    database_url: str | None = None  # the records are in the folder's own file
+
     @classmethod
     def open(
         cls,
@@ -257,6 +260,20 @@ class StoreOpening(SqliteRecords):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def session_lock(self, session_id: SessionId) -> contextlib.AbstractContextManager[None]:
+        """Nothing beyond the session's lock file: a SQLite store serves the one host its folder is on."""
+        return contextlib.nullcontext()
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for another connection to commit a change (SQLite's ``data_version`` moves)."""
+        deadline = time.monotonic() + timeout_s
+        seen = self.db.one("PRAGMA data_version")["data_version"]
+        while time.monotonic() < deadline:
+            time.sleep(min(CHANGE_POLL_S, max(0.0, deadline - time.monotonic())))
+            if self.db.one("PRAGMA data_version")["data_version"] != seen:
+                return True
+        return False
 
     def use_reserve(self) -> bool:
         """On a full disk, free the space set aside (so a turn can still end); whether there was any."""

@@ -22,22 +22,33 @@ _SESSION_COLUMNS = "id, project_id, actor_enc, title_enc, incognito, head, creat
 
 
 class ProjectQueries(SqliteRecords):
+    def _root_id(self, root: str) -> bytes:
+        """The keyed id a project is found by from its root (a shared store scopes it by host)."""
+        return self.crypto.path_id("root", root)
+
+    def _insert_project(self, project_id: ProjectId, root_id: bytes, root: str, created_at: int) -> None:
+        self.db.execute(
+            "INSERT INTO projects(id, root_id, root_enc, created_at) VALUES(?,?,?,?)",
+            (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), created_at),
+        )
+
+    def copy_project(self, project_id: ProjectId, root: str, created_at: int) -> None:
+        """A project copied from another store, under its id (``store/copy.py``)."""
+        self._insert_project(project_id, self._root_id(root), root, created_at)
+
     def register_project(self, root: str) -> RegisteredProject:
         """The project at *root* (a real path), registering it if new; and whether it was new."""
-        root_id = self.crypto.path_id("root", root)
+        root_id = self._root_id(root)
         with self.transaction():
             row = self.db.one("SELECT id FROM projects WHERE root_id=?", (root_id,))
             if row:
                 return RegisteredProject(Project(ProjectId(row["id"]), root), False)
             project_id = ProjectId(self.new_id())
-            self.db.execute(
-                "INSERT INTO projects(id, root_id, root_enc, created_at) VALUES(?,?,?,?)",
-                (project_id, root_id, self._seal(root, f"projects.root:{project_id}"), self.now()),
-            )
+            self._insert_project(project_id, root_id, root, self.now())
         return RegisteredProject(Project(project_id, root), True)
 
     def project_by_root(self, root: str) -> Project | None:
-        row = self.db.one("SELECT id FROM projects WHERE root_id=?", (self.crypto.path_id("root", root),))
+        row = self.db.one("SELECT id FROM projects WHERE root_id=?", (self._root_id(root),))
         return Project(ProjectId(row["id"]), root) if row else None
 
     def project(self, project_id: ProjectId) -> Project:
@@ -119,7 +130,9 @@ class SessionQueries(SqliteRecords):
 
     def set_head_if_equals(self, session_id: SessionId, old: TurnId | None, new: TurnId | None) -> bool:
         """Move the session's head from *old* to *new*; False (and nothing changed) when it is not at *old*."""
-        cursor = self.db.execute("UPDATE sessions SET head=? WHERE id=? AND head IS ?", (new, session_id, old))
+        cursor = self.db.execute(
+            "UPDATE sessions SET head=? WHERE id=? AND head IS NOT DISTINCT FROM ?", (new, session_id, old)
+        )
         return cursor.rowcount == 1
 
     def resolve_id(self, table: IdTable, prefix: str, noun: str) -> str:

@@ -1,0 +1,311 @@
+"""The PostgreSQL connection: the queries' ``?`` as psycopg's placeholders, one write lock, and busy as busy.
+
+``transaction()`` takes a transaction-scoped advisory lock (one per
+database) before its first statement, as SQLite's ``BEGIN IMMEDIATE`` takes
+the write lock: a check and the write that depends on it are one step
+across every process on every host, and reads see everything committed
+before it. Reads outside a transaction run as single statements. A process
+that keeps connections (an MCP or web server opening a store per request)
+takes them from a pool per database.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from decimal import Decimal
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+import psycopg.errors
+from psycopg.adapt import Loader
+
+from turnback.catalog import Message
+from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.fsio import STEPS
+from turnback.paths import shown_location
+from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from turnback.store.sql import Params
+
+LOCK_TIMEOUT_MS = 60_000  # as long as SQLite's busy timeout: then "busy", never a wait without end
+CONNECT_TIMEOUT_S = 10
+# The advisory locks' namespace ("turn" in ASCII); the second key is 0 for the write lock, a session's hash else.
+LOCK_SPACE = 0x7475726E
+WRITE_LOCK = 0
+SCHEMA_LOCK = 1  # held while the tables are made or migrated
+CHANGES_CHANNEL = "turnback_changes"  # every write transaction notifies it (LISTEN/NOTIFY): live views wake on it
+
+
+class Row(dict[str, Any]):
+    """A row's columns by name, and by position (as SQLite's rows are)."""
+
+    def __getitem__(self, key: str | int) -> Any:
+        if isinstance(key, int):
+            return list(self.values())[key]
+        return super().__getitem__(key)
+
+
+def _rows(cursor: psycopg.Cursor[Any]) -> Callable[[Sequence[Any]], Row]:
+    names = [column.name for column in cursor.description or ()]
+    return lambda values: Row(zip(names, values, strict=True))
+
+
+Connection = psycopg.Connection[Row]
+
+
+class _WholeNumber(Loader):
+    """``SUM`` of a ``BIGINT`` column is a ``numeric``; every number the store keeps is whole, as in SQLite."""
+
+    def load(self, data: Any) -> int:
+        return int(Decimal(bytes(data).decode("ascii")))
+
+
+@lru_cache(maxsize=256)
+def _placeholders(sql: str) -> str:
+    """The queries' ``?`` as psycopg's ``%s`` (no query holds a ``?`` or ``%`` of its own in a literal)."""
+    return sql.replace("%", "%%").replace("?", "%s")
+
+
+def _map_error(exc: psycopg.Error) -> Exception:
+    if isinstance(
+        exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
+    ):
+        return BusyError(Message("store_locked"))
+    if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
+        return StoreError(Message("pg_read_only"))
+    return StoreError(Message("store_database_failed", reason=str(exc).strip()))
+
+
+def _configure(conn: Connection) -> None:
+    conn.adapters.register_loader("numeric", _WholeNumber)
+    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+
+
+if TYPE_CHECKING:
+    from psycopg_pool import ConnectionPool
+
+_POOLS: dict[str, ConnectionPool[Connection]] = {}
+_OPENED: set[str] = set()  # the databases this process opened a store of: the second time, from a pool
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(url: str) -> ConnectionPool[Connection] | None:
+    """The pool of *url*'s connections, once this process opens a second store there (a server that opens one
+    per request); a command that opens one store connects once, without a pool's threads."""
+    with _POOLS_LOCK:
+        if url not in _OPENED:
+            _OPENED.add(url)
+            return None
+        pool = _POOLS.get(url)
+        if pool is None:
+            from psycopg_pool import ConnectionPool
+
+            if not _POOLS:
+                atexit.register(_close_pools)
+            pool = ConnectionPool(
+                url,
+                min_size=1,
+                max_size=16,
+                kwargs={"autocommit": True, "row_factory": _rows, "connect_timeout": CONNECT_TIMEOUT_S},
+                configure=_configure,
+                connection_class=psycopg.Connection,
+                open=False,
+                name="turnback",
+            )
+            pool.open(wait=False)
+            _POOLS[url] = pool
+        return pool
+
+
+def _close_pools() -> None:
+    with _POOLS_LOCK:
+        for pool in _POOLS.values():
+            pool.close(timeout=1)
+        _POOLS.clear()
+
+
+class PgCursor:
+    def __init__(self, rowcount: int):
+        self._rowcount = rowcount
+
+    @property
+    def rowcount(self) -> int:
+        return self._rowcount
+
+
+class PgDatabase:
+    """One connection to the store's database (taken from the pool of its URL), in autocommit between
+    transactions."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._pool = _pool(url)
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as exc:
+            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
+        self._depth = 0
+        self._listener: Connection | None = None
+
+    def wait_for_change(self, timeout_s: float) -> bool:
+        """Wait up to *timeout_s* for a write transaction of any host to commit; whether one did."""
+        try:
+            if self._listener is None:
+                self._listener = psycopg.connect(
+                    self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S
+                )
+                self._listener.execute(f"LISTEN {CHANGES_CHANNEL}")
+            return any(True for _ in self._listener.notifies(timeout=timeout_s, stop_after=1))
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
+
+    def _connect(self) -> Connection:
+        if self._pool is None:
+            conn = psycopg.connect(self.url, autocommit=True, row_factory=_rows, connect_timeout=CONNECT_TIMEOUT_S)
+            _configure(conn)
+            return conn
+        from psycopg_pool import PoolTimeout
+
+        try:
+            return self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
+        except PoolTimeout as exc:
+            raise psycopg.OperationalError(str(exc)) from exc
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        if self._pool is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.execute("SELECT pg_advisory_unlock_all()")
+            self._pool.putconn(self._conn)
+        else:
+            self._conn.close()
+
+    def truncate_log(self) -> None:
+        """PostgreSQL recycles its own write-ahead log: nothing to give back here."""
+
+    @contextlib.contextmanager
+    def transaction(self, *, durable: bool = True) -> Iterator[None]:
+        """One write transaction, the database's write lock taken first; nested calls join the outer one.
+
+        ``durable=False`` commits without waiting for the server's log to reach its disk
+        (``synchronous_commit=off``): atomic, possibly lost if the server's machine loses power.
+        """
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        try:
+            self._conn.execute("BEGIN")
+            if not durable:
+                self._conn.execute("SET LOCAL synchronous_commit = off")
+            self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, WRITE_LOCK))
+        except psycopg.Error as exc:
+            self._rollback()
+            raise _map_error(exc) from exc
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self._rollback()
+            raise
+        self._depth = 0
+        try:
+            self._conn.execute("SELECT pg_notify(%s, '')", (CHANGES_CHANNEL,))  # sent when the commit is
+            self._conn.execute("COMMIT")
+        except psycopg.Error as exc:
+            self._rollback()
+            raise _map_error(exc) from exc
+        STEPS.committed()
+
+    def _rollback(self) -> None:
+        with contextlib.suppress(psycopg.Error):
+            self._conn.execute("ROLLBACK")
+
+    def _cursor(self, sql: str, params: Params) -> psycopg.Cursor[Row]:
+        try:
+            if not params:  # a statement without parameters goes as written
+                return self._conn.execute(sql)
+            return self._conn.execute(_placeholders(sql), params)
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
+
+    def execute(self, sql: str, params: Params = ()) -> PgCursor:
+        return PgCursor(self._cursor(sql, params).rowcount)
+
+    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        if not rows:
+            return
+        try:
+            with self._conn.cursor() as cursor:
+                cursor.executemany(_placeholders(sql), rows)
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
+
+    def one(self, sql: str, params: Params = ()) -> Row | None:
+        try:
+            return self._cursor(sql, params).fetchone()
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
+
+    def all(self, sql: str, params: Params = ()) -> list[Row]:
+        try:
+            return self._cursor(sql, params).fetchall()
+        except psycopg.Error as exc:
+            raise _map_error(exc) from exc
+
+    # -- locks that outlive a transaction ---------------------------------------------------------
+
+    def try_lock_session(self, session_id: str) -> bool:
+        """Take the session's lock for this connection (until :meth:`unlock_session`); False when another holds it."""
+        row = self.one("SELECT pg_try_advisory_lock(?, hashtext(?)) AS taken", (LOCK_SPACE, session_id))
+        return bool(row and row["taken"])
+
+    def unlock_session(self, session_id: str) -> None:
+        self.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_SPACE, session_id))
+
+    # -- the schema ---------------------------------------------------------------------------------
+
+    def schema_version(self) -> int:
+        row = self.one("SELECT to_regclass('meta') IS NOT NULL AS present")
+        if not row or not row["present"]:
+            return 0
+        version = self.one("SELECT value FROM meta WHERE key='schema_version'")
+        return int(bytes(version["value"])) if version else 0
+
+    @contextlib.contextmanager
+    def schema_lock(self) -> Iterator[None]:
+        """Held while the schema is checked and migrated. Taken outside any transaction, so the transaction
+        begun after it sees the tables another process made meanwhile (a transaction that waited for a lock
+        inside it may not)."""
+        self.execute("SELECT pg_advisory_lock(?, ?)", (LOCK_SPACE, SCHEMA_LOCK))
+        try:
+            yield
+        finally:
+            self.execute("SELECT pg_advisory_unlock(?, ?)", (LOCK_SPACE, SCHEMA_LOCK))
+
+    def migrate(self) -> None:
+        """Bring the schema up to this version of turnback (call inside ``schema_lock()`` and ``transaction()``)."""
+        version = self.schema_version()
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNewError(
+                Message("schema_too_new", path=shown_location(self.url), version=version, known=SCHEMA_VERSION)
+            )
+        for number in range(version, SCHEMA_VERSION):
+            for statement in MIGRATIONS[number]:
+                self.execute(statement)
+            self.execute(
+                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                (str(number + 1).encode(),),
+            )
+
+
+__all__ = ["PgDatabase"]

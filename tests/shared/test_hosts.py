@@ -1,0 +1,73 @@
+"""Two hosts (two TURNBACK_HOST_IDs, two store folders) on one PostgreSQL store: every host sees every session;
+only the host a project lives on takes its changes back; another host's process ids do not end its turns."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import tree_state
+from tests.shared.conftest import Host
+
+ELSEWHERE = f"turnback: this session's files are on {socket.gethostname()}; run it there"
+
+
+def _recorded_turn(a: Host, project: Path) -> str:
+    assert a("init").rc == 0
+    session = a("session", "new", "--title", "fix parser").out.strip()
+    assert a("turn", "begin", "--session", session, "--message", "rename the flag").rc == 0
+    assert a("edit", "--session", session, "README.md", "--old", "line two", "--new", "line 2").rc == 0
+    assert a("turn", "end", "--session", session).rc == 0
+    assert (project / "README.md").read_bytes() == b"# project\n\nline 2\n"
+    return session
+
+
+def test_another_host_sees_the_session_and_its_diff(host, project: Path) -> None:  # type: ignore[no-untyped-def]
+    a, b = host("a"), host("b")
+    session = _recorded_turn(a, project)
+    listed = b("sessions", "--json").json()
+    assert [item["id"] for item in listed["sessions"]] == [session]  # type: ignore[index]
+    shown = b("log", "--session", session)
+    assert shown.rc == 0
+    assert "rename the flag" in shown.out
+    assert "modified README.md +1 -1" in shown.out
+    assert "+line 2" in b("diff", "--session", session).out
+
+
+def test_only_the_projects_host_takes_back(host, project: Path) -> None:  # type: ignore[no-untyped-def]
+    a, b = host("a"), host("b")
+    session = _recorded_turn(a, project)
+    before = tree_state(project)
+    for verb in (["undo", "--yes"], ["undo", "--dry-run"], ["rollback", "0", "--confirm"], ["resend", "1", "--keep"]):
+        refused = b(*verb, "--session", session)
+        assert (refused.rc, refused.err.strip()) == (1, ELSEWHERE), verb
+    assert tree_state(project) == before  # nothing changed on disk
+    call = a("log", "--session", session, "--json").json()["turns"][0]["calls"][0]["id"]  # type: ignore[index]
+    refused = b("revert", str(call), "--yes")
+    assert (refused.rc, refused.err.strip()) == (1, ELSEWHERE)
+    undone = a("undo", "--yes", "--session", session)
+    assert undone.rc == 0, undone.err
+    assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+
+
+def test_a_project_root_on_two_hosts_is_two_projects(host, project: Path) -> None:  # type: ignore[no-untyped-def]
+    a, b = host("a"), host("b")
+    session_a = _recorded_turn(a, project)
+    assert b("init").rc == 0
+    session_b = b("session", "new", "--title", "same path, other machine").out.strip()
+    projects = {item["id"]: item["project"] for item in b("sessions", "--json").json()["sessions"]}  # type: ignore[index]
+    assert projects[session_a] != projects[session_b]
+
+
+def test_another_hosts_running_turn_is_not_ended_by_this_hosts_pids(host, project: Path) -> None:  # type: ignore[no-untyped-def]
+    a, b = host("a"), host("b")
+    assert a("init").rc == 0
+    session = a("session", "new").out.strip()
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a process id that no longer runs here: on host a, the turn's holder has ended
+    assert a("turn", "begin", "--session", session, "--pid", str(gone.pid)).rc == 0
+    assert "running" in b("log", "--session", session).out  # host b cannot see host a's processes
+    assert b("turn", "begin", "--session", session).rc == 3  # so for b the turn still runs
+    assert "interrupted" in a("log", "--session", session).out
