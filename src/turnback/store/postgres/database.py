@@ -148,6 +148,7 @@ class PgDatabase:
         except psycopg.Error as exc:
             raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
         self._depth = 0
+        self._locked_sessions = 0  # session locks held: they live in this connection, never in another
         self._listener: Connection | None = None
 
     def wait_for_change(self, timeout_s: float) -> bool:
@@ -173,6 +174,23 @@ class PgDatabase:
             return self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
         except PoolTimeout as exc:
             raise psycopg.OperationalError(str(exc)) from exc
+
+    def _reconnect_if_lost(self) -> None:
+        """A connection the server dropped (a restart, a network cut) is replaced before the next statement
+        outside a transaction; the statement that met the loss failed, and nothing it began was committed.
+        Never while this connection holds a session's lock: the lock went with it."""
+        if self._depth or not self._conn.broken:
+            return
+        if self._locked_sessions:
+            raise StoreError(Message("pg_connection_lost_while_locked"))
+        if self._pool is not None:
+            self._pool.putconn(self._conn)  # the pool discards a broken connection
+        else:
+            self._conn.close()
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as exc:
+            raise StoreError(Message("pg_unreachable", url=shown_location(self.url), reason=str(exc).strip())) from exc
 
     def close(self) -> None:
         if self._listener is not None:
@@ -201,6 +219,7 @@ class PgDatabase:
             finally:
                 self._depth -= 1
             return
+        self._reconnect_if_lost()
         try:
             self._conn.execute("BEGIN")
             if not durable:
@@ -230,6 +249,7 @@ class PgDatabase:
             self._conn.execute("ROLLBACK")
 
     def _cursor(self, sql: str, params: Params) -> psycopg.Cursor[Row]:
+        self._reconnect_if_lost()
         try:
             if not params:  # a statement without parameters goes as written
                 return self._conn.execute(sql)
@@ -243,6 +263,7 @@ class PgDatabase:
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
+        self._reconnect_if_lost()
         try:
             with self._conn.cursor() as cursor:
                 cursor.executemany(_placeholders(sql), rows)
@@ -266,10 +287,14 @@ class PgDatabase:
     def try_lock_session(self, session_id: str) -> bool:
         """Take the session's lock for this connection (until :meth:`unlock_session`); False when another holds it."""
         row = self.one("SELECT pg_try_advisory_lock(?, hashtext(?)) AS taken", (LOCK_SPACE, session_id))
-        return bool(row and row["taken"])
+        taken = bool(row and row["taken"])
+        self._locked_sessions += taken
+        return taken
 
     def unlock_session(self, session_id: str) -> None:
-        self.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_SPACE, session_id))
+        self._locked_sessions -= 1
+        if not self._conn.broken:  # a lost connection took its locks with it
+            self.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_SPACE, session_id))
 
     # -- the schema ---------------------------------------------------------------------------------
 
