@@ -24,11 +24,11 @@ import psycopg.errors
 from psycopg.adapt import Loader
 
 from turnback.catalog import Message
-from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.errors import BusyError, StoreError
 from turnback.fsio import STEPS
 from turnback.paths import shown_location
-from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
-from turnback.store.sql import Params
+from turnback.store.postgres.schema import MIGRATIONS
+from turnback.store.sql import Params, migrate_schema
 
 LOCK_TIMEOUT_MS = 60_000  # as long as SQLite's busy timeout: then "busy", never a wait without end
 CONNECT_TIMEOUT_S = 10
@@ -318,19 +318,7 @@ class PgDatabase:
 
     def migrate(self) -> None:
         """Bring the schema up to this version of turnback (call inside ``schema_lock()`` and ``transaction()``)."""
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNewError(
-                Message("schema_too_new", path=shown_location(self.url), version=version, known=SCHEMA_VERSION)
-            )
-        for number in range(version, SCHEMA_VERSION):
-            for statement in MIGRATIONS[number]:
-                self.execute(statement)
-            self.execute(
-                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (str(number + 1).encode(),),
-            )
+        migrate_schema(self, self.schema_version(), MIGRATIONS, shown_location(self.url))
 
 
 __all__ = ["PgDatabase"]
