@@ -69,6 +69,11 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def _said(exc: Exception) -> str:
+    """What the server or libpq said, on one line (its messages span several, with tabs)."""
+    return " ".join(str(exc).split())
+
+
 def _map_error(exc: psycopg.Error) -> Exception:
     if isinstance(
         exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
@@ -76,7 +81,7 @@ def _map_error(exc: psycopg.Error) -> Exception:
         return BusyError(Message("store_locked"))
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return StoreError(Message("pg_read_only"))
-    return StoreError(Message("store_database_failed", reason=str(exc).strip()))
+    return StoreError(Message("store_database_failed", reason=_said(exc)))
 
 
 def _configure(conn: Connection) -> None:
@@ -146,7 +151,7 @@ class PgDatabase:
         try:
             self._conn = self._connect()
         except psycopg.Error as exc:
-            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
+            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=_said(exc))) from exc
         self._depth = 0
         self._locked_sessions = 0  # session locks held: they live in this connection, never in another
         self._listener: Connection | None = None
@@ -190,7 +195,7 @@ class PgDatabase:
         try:
             self._conn = self._connect()
         except psycopg.Error as exc:
-            raise StoreError(Message("pg_unreachable", url=shown_location(self.url), reason=str(exc).strip())) from exc
+            raise StoreError(Message("pg_unreachable", url=shown_location(self.url), reason=_said(exc))) from exc
 
     def close(self) -> None:
         if self._listener is not None:
