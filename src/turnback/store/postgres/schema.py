@@ -21,7 +21,7 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE hosts(
             id BYTEA PRIMARY KEY,
             name_enc BYTEA NOT NULL,
-            seen_at BIGINT NOT NULL)""",
+            created_at BIGINT NOT NULL)""",
         """CREATE TABLE projects(
             id TEXT COLLATE "C" PRIMARY KEY,
             root_id BYTEA NOT NULL UNIQUE,

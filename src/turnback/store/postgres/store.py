@@ -109,7 +109,7 @@ class PgOpening(SqliteRecords):
             return
         with self.transaction():
             self.db.execute(
-                "INSERT INTO hosts(id, name_enc, seen_at) VALUES(?,?,?) ON CONFLICT DO NOTHING",
+                "INSERT INTO hosts(id, name_enc, created_at) VALUES(?,?,?) ON CONFLICT DO NOTHING",
                 (self.host_key, self._seal(self.host.name, f"hosts.name:{self.host_key.hex()}"), self.now()),
             )
 
