@@ -29,6 +29,9 @@ def test_another_host_sees_the_session_and_its_diff(host, project: Path) -> None
     session = _recorded_turn(a, project)
     listed = b("sessions", "--json").json()
     assert [item["id"] for item in listed["sessions"]] == [session]  # type: ignore[index]
+    assert listed["sessions"][0]["project"]["host"] == socket.gethostname()  # type: ignore[index]
+    assert f"{project} (on {socket.gethostname()})  fix parser" in b("sessions").out
+    assert f"{project}  fix parser" in a("sessions").out  # on its own host, the folder alone
     shown = b("log", "--session", session)
     assert shown.rc == 0
     assert "rename the flag" in shown.out
