@@ -29,6 +29,9 @@ def test_another_host_sees_the_session_and_its_diff(host, project: Path) -> None
     session = _recorded_turn(a, project)
     listed = b("sessions", "--json").json()
     assert [item["id"] for item in listed["sessions"]] == [session]  # type: ignore[index]
+    assert listed["sessions"][0]["project"]["host"] == socket.gethostname()  # type: ignore[index]
+    assert f"{project} (on {socket.gethostname()})  fix parser" in b("sessions").out
+    assert f"{project}  fix parser" in a("sessions").out  # on its own host, the folder alone
     shown = b("log", "--session", session)
     assert shown.rc == 0
     assert "rename the flag" in shown.out
@@ -50,6 +53,10 @@ def test_only_the_projects_host_takes_back(host, project: Path) -> None:  # type
     undone = a("undo", "--yes", "--session", session)
     assert undone.rc == 0, undone.err
     assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+    # The trash stays on the host that applied: what the undo displaced is in host a's folder, and only there.
+    (displaced,) = (project.parent / "home-a" / "trash").glob("u-*/README.md")
+    assert displaced.read_bytes() == b"# project\n\nline 2\n"
+    assert not (project.parent / "home-b" / "trash").exists()
 
 
 def test_a_project_root_on_two_hosts_is_two_projects(host, project: Path) -> None:  # type: ignore[no-untyped-def]

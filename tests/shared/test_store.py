@@ -14,7 +14,7 @@ import pytest
 from tests.conftest import ROOT, TEST_KEY, cli_env, run_cli
 from tests.pgserver import PgServer
 from tests.shared.conftest import Host
-from turnback.errors import BusyError
+from turnback.errors import BusyError, StoreError
 from turnback.model import SessionId
 from turnback.ops.busy import session_apply_lock
 from turnback.store.hosts import LocalHost
@@ -198,3 +198,19 @@ def test_a_hook_process_never_loads_psycopg() -> None:
         check=True,
     )
     assert loaded.stdout.strip() == "False"
+
+
+def test_a_dropped_connection_during_a_write_leaves_nothing_half_written(store_url: str, tmp_path: Path) -> None:
+    root = tmp_path / "project"
+    root.mkdir()
+    with PgStore.open(store_url, str(tmp_path / "home"), key_secret=TEST_KEY, try_keyring=False) as store:
+        project = store.register_project(str(root)).project
+        session = store.create_session(project.id, actor=None, title=None, incognito=False)
+        backend = store.pg.one("SELECT pg_backend_pid() AS pid")
+        with pytest.raises(StoreError), store.transaction():
+            store.create_turn(session.id, "one", holder_pid=None, holder_start=None)
+            with psycopg.connect(store_url, autocommit=True) as admin:  # the server drops this store's connection
+                admin.execute("SELECT pg_terminate_backend(%s)", (backend["pid"],) if backend else ())
+            store.add_busy_mark(session.id, "two", None, None)
+        assert store.turns(session.id) == []  # connected again; nothing of the cut transaction was kept
+        assert store.create_turn(session.id, "again", holder_pid=None, holder_start=None).number == 1

@@ -20,6 +20,7 @@ from turnback.store import keys
 from turnback.store.api import StoreBackend
 from turnback.store.schema import MIGRATIONS
 from turnback.store.sqlite.base import SqliteRecords
+from turnback.store.sqlite.opening import store_meta
 from turnback.store.sqlite.sessions import ProjectQueries
 
 # The tables after projects, parents first, with the columns both backends have (calls in the order written).
@@ -71,7 +72,7 @@ def copy_store(source_backend: StoreBackend, target_backend: StoreBackend) -> St
     for blob_id in blob_ids:  # every copy opens and matches its id before anything is written
         if not source.blobs.verify(BlobId(blob_id)):
             raise BlobCorruptError(Message("pg_copy_blob_damaged", blob=blob_id[:6].hex()))
-    meta = {row["key"]: bytes(row["value"]) for row in source.db.all("SELECT key, value FROM meta")}
+    meta = store_meta(source.db)
     with target.transaction():
         for key in _KEY_META:
             target.db.execute("DELETE FROM meta WHERE key=?", (key,))

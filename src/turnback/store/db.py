@@ -16,9 +16,10 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from turnback.catalog import Message
-from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.errors import BusyError, StoreError
 from turnback.fsio import STEPS
-from turnback.store.schema import MIGRATIONS, SCHEMA_VERSION
+from turnback.store.schema import MIGRATIONS
+from turnback.store.sql import migrate_schema
 
 BUSY_TIMEOUT_MS = 60_000
 WAL_LIMIT_BYTES = 4 << 20
@@ -173,17 +174,7 @@ class Database:
 
     def migrate(self) -> None:
         """Bring the schema up to this version of turnback (call inside ``transaction()``)."""
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNewError(Message("schema_too_new", path=self.path, version=version, known=SCHEMA_VERSION))
-        for number in range(version, SCHEMA_VERSION):
-            for statement in MIGRATIONS[number]:
-                self.execute(statement)
-            self.execute(
-                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (str(number + 1).encode(),),
-            )
+        migrate_schema(self, self.schema_version(), MIGRATIONS, self.path)
 
 
 __all__ = ["Database"]

@@ -13,6 +13,9 @@ import contextlib
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from turnback.catalog import Message
+from turnback.errors import SchemaTooNewError
+
 Params = Sequence[Any] | dict[str, Any]
 
 
@@ -39,4 +42,19 @@ class SqlDatabase(Protocol):
     def close(self) -> None: ...
 
 
-__all__ = ["Params", "SqlCursor", "SqlDatabase"]
+def migrate_schema(db: SqlDatabase, found: int, migrations: list[list[str]], where: str) -> None:
+    """Bring a schema at version *found* up to the last of *migrations* (inside a transaction), recording each
+    step in ``meta``; one newer than the code (written by a newer turnback at *where*) is refused."""
+    if found > len(migrations):
+        raise SchemaTooNewError(Message("schema_too_new", path=where, version=found, known=len(migrations)))
+    for number in range(found, len(migrations)):
+        for statement in migrations[number]:
+            db.execute(statement)
+        db.execute(
+            "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
+            "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+            (str(number + 1).encode(),),
+        )
+
+
+__all__ = ["Params", "SqlCursor", "SqlDatabase", "migrate_schema"]

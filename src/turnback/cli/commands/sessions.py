@@ -39,7 +39,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         # The count right-aligned in three columns, so the turn labels line up.
         count = say("n_turns", count=len(turns))
         count = " " * max(0, 3 - len(str(len(turns)))) + count
-        ctx.out.line(f"{short_id(session.id)}  {active}  {count}  {quote(project.root)}{title}{marks}")
+        root = quote(project.root)
+        if project.other_host is not None:  # a store shared by hosts: the files are on that one
+            root = say("host_root_on", root=root, host=project.other_host)
+        ctx.out.line(f"{short_id(session.id)}  {active}  {count}  {root}{title}{marks}")
         item = data.session_data(session, project)
         item["turns"] = len(turns)
         item["default"] = session.id in defaults

@@ -24,11 +24,11 @@ import psycopg.errors
 from psycopg.adapt import Loader
 
 from turnback.catalog import Message
-from turnback.errors import BusyError, SchemaTooNewError, StoreError
+from turnback.errors import BusyError, StoreError
 from turnback.fsio import STEPS
 from turnback.paths import shown_location
-from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
-from turnback.store.sql import Params
+from turnback.store.postgres.schema import MIGRATIONS
+from turnback.store.sql import Params, migrate_schema
 
 LOCK_TIMEOUT_MS = 60_000  # as long as SQLite's busy timeout: then "busy", never a wait without end
 CONNECT_TIMEOUT_S = 10
@@ -69,6 +69,11 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def _said(exc: Exception) -> str:
+    """What the server or libpq said, on one line (its messages span several, with tabs)."""
+    return " ".join(str(exc).split())
+
+
 def _map_error(exc: psycopg.Error) -> Exception:
     if isinstance(
         exc, psycopg.errors.LockNotAvailable | psycopg.errors.DeadlockDetected | psycopg.errors.SerializationFailure
@@ -76,7 +81,7 @@ def _map_error(exc: psycopg.Error) -> Exception:
         return BusyError(Message("store_locked"))
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return StoreError(Message("pg_read_only"))
-    return StoreError(Message("store_database_failed", reason=str(exc).strip()))
+    return StoreError(Message("store_database_failed", reason=_said(exc)))
 
 
 def _configure(conn: Connection) -> None:
@@ -146,8 +151,9 @@ class PgDatabase:
         try:
             self._conn = self._connect()
         except psycopg.Error as exc:
-            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=str(exc).strip())) from exc
+            raise StoreError(Message("pg_unreachable", url=shown_location(url), reason=_said(exc))) from exc
         self._depth = 0
+        self._locked_sessions = 0  # session locks held: they live in this connection, never in another
         self._listener: Connection | None = None
 
     def wait_for_change(self, timeout_s: float) -> bool:
@@ -173,6 +179,23 @@ class PgDatabase:
             return self._pool.getconn(timeout=CONNECT_TIMEOUT_S)
         except PoolTimeout as exc:
             raise psycopg.OperationalError(str(exc)) from exc
+
+    def _reconnect_if_lost(self) -> None:
+        """A connection the server dropped (a restart, a network cut) is replaced before the next statement
+        outside a transaction; the statement that met the loss failed, and nothing it began was committed.
+        Never while this connection holds a session's lock: the lock went with it."""
+        if self._depth or not self._conn.broken:
+            return
+        if self._locked_sessions:
+            raise StoreError(Message("pg_connection_lost_while_locked"))
+        if self._pool is not None:
+            self._pool.putconn(self._conn)  # the pool discards a broken connection
+        else:
+            self._conn.close()
+        try:
+            self._conn = self._connect()
+        except psycopg.Error as exc:
+            raise StoreError(Message("pg_unreachable", url=shown_location(self.url), reason=_said(exc))) from exc
 
     def close(self) -> None:
         if self._listener is not None:
@@ -201,6 +224,7 @@ class PgDatabase:
             finally:
                 self._depth -= 1
             return
+        self._reconnect_if_lost()
         try:
             self._conn.execute("BEGIN")
             if not durable:
@@ -230,6 +254,7 @@ class PgDatabase:
             self._conn.execute("ROLLBACK")
 
     def _cursor(self, sql: str, params: Params) -> psycopg.Cursor[Row]:
+        self._reconnect_if_lost()
         try:
             if not params:  # a statement without parameters goes as written
                 return self._conn.execute(sql)
@@ -243,6 +268,7 @@ class PgDatabase:
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
         if not rows:
             return
+        self._reconnect_if_lost()
         try:
             with self._conn.cursor() as cursor:
                 cursor.executemany(_placeholders(sql), rows)
@@ -266,10 +292,14 @@ class PgDatabase:
     def try_lock_session(self, session_id: str) -> bool:
         """Take the session's lock for this connection (until :meth:`unlock_session`); False when another holds it."""
         row = self.one("SELECT pg_try_advisory_lock(?, hashtext(?)) AS taken", (LOCK_SPACE, session_id))
-        return bool(row and row["taken"])
+        taken = bool(row and row["taken"])
+        self._locked_sessions += taken
+        return taken
 
     def unlock_session(self, session_id: str) -> None:
-        self.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_SPACE, session_id))
+        self._locked_sessions -= 1
+        if not self._conn.broken:  # a lost connection took its locks with it
+            self.execute("SELECT pg_advisory_unlock(?, hashtext(?))", (LOCK_SPACE, session_id))
 
     # -- the schema ---------------------------------------------------------------------------------
 
@@ -293,19 +323,7 @@ class PgDatabase:
 
     def migrate(self) -> None:
         """Bring the schema up to this version of turnback (call inside ``schema_lock()`` and ``transaction()``)."""
-        version = self.schema_version()
-        if version > SCHEMA_VERSION:
-            raise SchemaTooNewError(
-                Message("schema_too_new", path=shown_location(self.url), version=version, known=SCHEMA_VERSION)
-            )
-        for number in range(version, SCHEMA_VERSION):
-            for statement in MIGRATIONS[number]:
-                self.execute(statement)
-            self.execute(
-                "INSERT INTO meta(key, value) VALUES('schema_version', ?) "
-                "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
-                (str(number + 1).encode(),),
-            )
+        migrate_schema(self, self.schema_version(), MIGRATIONS, shown_location(self.url))
 
 
 __all__ = ["PgDatabase"]

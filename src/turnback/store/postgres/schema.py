@@ -6,8 +6,8 @@ blobs, ``BIGINT`` for times in nanoseconds and sizes, and ids as ``TEXT
 COLLATE "C"`` so they sort by their bytes as SQLite sorts them. Two things
 SQLite has without asking are columns here: ``calls.rowid`` (the order calls
 were written in) and identity keys. And what one store shared by many hosts
-needs: ``hosts`` (each host's keyed machine id and its sealed name), the host
-each project lives on, and the lease a host renews on each turn it runs.
+needs: ``hosts`` (each host's keyed machine id and its sealed name), and the
+host each project lives on.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ MIGRATIONS: list[list[str]] = [
         """CREATE TABLE hosts(
             id BYTEA PRIMARY KEY,
             name_enc BYTEA NOT NULL,
-            seen_at BIGINT NOT NULL)""",
+            created_at BIGINT NOT NULL)""",
         """CREATE TABLE projects(
             id TEXT COLLATE "C" PRIMARY KEY,
             root_id BYTEA NOT NULL UNIQUE,
@@ -54,8 +54,6 @@ MIGRATIONS: list[list[str]] = [
             ended_at BIGINT,
             refs_before_enc BYTEA,
             resent BIGINT NOT NULL DEFAULT 0,
-            lease_host BYTEA,
-            lease_until BIGINT,
             UNIQUE(session_id, number))""",
         """CREATE TABLE calls(
             rowid BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE,

@@ -22,8 +22,7 @@ from turnback.catalog import Message
 from turnback.errors import BusyError, RecordDamagedError
 from turnback.fsio import ensure_private_dir
 from turnback.model import IdSource, Project, ProjectId, SessionId, short_id
-from turnback.store import keys
-from turnback.store.crypto import Crypto, Keys
+from turnback.store.crypto import Crypto
 from turnback.store.hosts import LocalHost, local_host
 from turnback.store.postgres.database import PgDatabase
 from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
@@ -32,14 +31,11 @@ from turnback.store.sqlite.base import SqliteRecords
 from turnback.store.sqlite.calls import CallQueries
 from turnback.store.sqlite.maintenance import MaintenanceQueries
 from turnback.store.sqlite.notices import NoticeQueries
+from turnback.store.sqlite.opening import existing_crypto, new_crypto, store_meta
 from turnback.store.sqlite.operations import OperationQueries
 from turnback.store.sqlite.sessions import ProjectQueries, SessionQueries
 from turnback.store.sqlite.snapshots import SnapshotQueries
 from turnback.store.sqlite.turns import TurnQueries
-
-
-def _meta(db: PgDatabase) -> dict[str, bytes]:
-    return {row["key"]: bytes(row["value"]) for row in db.all("SELECT key, value FROM meta")}
 
 
 def _crypto(db: PgDatabase, home: str, key_secret: str | None, *, try_keyring: bool) -> Crypto:
@@ -50,27 +46,10 @@ def _crypto(db: PgDatabase, home: str, key_secret: str | None, *, try_keyring: b
             making.enter_context(db.schema_lock())
             making.enter_context(db.transaction())
         db.migrate()
-        meta = _meta(db)
+        meta = store_meta(db)
         if "key_check" in meta:
-            source = keys.key_source(meta["key_source"])
-            master = keys.master_for_existing_store(home, source, meta["salt"], meta["store_id"].decode(), key_secret)
-            crypto = Crypto(Keys.from_master(master))
-            crypto.verify_key_check(meta["key_check"])
-            return crypto
-        store_id = IdSource().new()
-        salt = os.urandom(16)
-        master, made_from = keys.master_for_new_store(home, salt, store_id, key_secret, try_keyring=try_keyring)
-        crypto = Crypto(Keys.from_master(master))
-        db.executemany(
-            "INSERT INTO meta(key, value) VALUES(?, ?)",
-            [
-                ("store_id", store_id.encode()),
-                ("salt", salt),
-                ("key_source", made_from.encode()),
-                ("key_check", crypto.make_key_check()),
-            ],
-        )
-        return crypto
+            return existing_crypto(home, meta, key_secret)
+        return new_crypto(db, home, key_secret, try_keyring=try_keyring)
 
 
 class PgOpening(SqliteRecords):
@@ -130,7 +109,7 @@ class PgOpening(SqliteRecords):
             return
         with self.transaction():
             self.db.execute(
-                "INSERT INTO hosts(id, name_enc, seen_at) VALUES(?,?,?) ON CONFLICT DO NOTHING",
+                "INSERT INTO hosts(id, name_enc, created_at) VALUES(?,?,?) ON CONFLICT DO NOTHING",
                 (self.host_key, self._seal(self.host.name, f"hosts.name:{self.host_key.hex()}"), self.now()),
             )
 

@@ -20,6 +20,7 @@ from turnback.store import keys
 from turnback.store.crypto import Crypto, Keys
 from turnback.store.db import DAMAGED_READ_ONLY, Database
 from turnback.store.schema import SCHEMA_VERSION
+from turnback.store.sql import SqlDatabase
 from turnback.store.sqlite.base import TRASH_DIR, SqliteRecords
 
 DB_NAME = "turnback.db"
@@ -120,11 +121,12 @@ class _Opened(NamedTuple):
     crypto: Crypto
 
 
-def _meta(db: Database) -> dict[str, bytes]:
+def store_meta(db: SqlDatabase) -> dict[str, bytes]:
+    """The store's ``meta``: its id, salt, key source, key check, schema version, dictionary."""
     return {row["key"]: bytes(row["value"]) for row in db.all("SELECT key, value FROM meta")}
 
 
-def _existing_crypto(home: str, meta: dict[str, bytes], key_secret: str | None) -> Crypto:
+def existing_crypto(home: str, meta: dict[str, bytes], key_secret: str | None) -> Crypto:
     """The keys of a store set up before, checked against the value sealed when it was made."""
     master = keys.master_for_existing_store(
         home, keys.key_source(meta["key_source"]), meta["salt"], meta["store_id"].decode(), key_secret
@@ -134,11 +136,29 @@ def _existing_crypto(home: str, meta: dict[str, bytes], key_secret: str | None) 
     return crypto
 
 
+def new_crypto(db: SqlDatabase, home: str, key_secret: str | None, *, try_keyring: bool) -> Crypto:
+    """The keys of a store made now: a new id and salt, the key from its source, the check value; kept in meta."""
+    store_id = IdSource().new()
+    salt = os.urandom(16)
+    master, source = keys.master_for_new_store(home, salt, store_id, key_secret, try_keyring=try_keyring)
+    crypto = Crypto(Keys.from_master(master))
+    db.executemany(
+        "INSERT INTO meta(key, value) VALUES(?, ?)",
+        [
+            ("store_id", store_id.encode()),
+            ("salt", salt),
+            ("key_source", source.encode()),
+            ("key_check", crypto.make_key_check()),
+        ],
+    )
+    return crypto
+
+
 def _open_read_only(home: str, reason: Message, key_secret: str | None) -> _Opened:
     """The database opened for reading only; a write then fails with *reason*."""
     db = Database(os.path.join(home, DB_NAME), read_only=True, read_only_reason=reason)
     try:
-        crypto = _existing_crypto(home, _meta(db), key_secret)
+        crypto = existing_crypto(home, store_meta(db), key_secret)
     except KeyError as exc:
         db.close()
         raise StoreError(Message("store_key_record_missing", home=home, record=str(exc))) from exc
@@ -156,22 +176,10 @@ def _open_writable(home: str, key_secret: str | None, *, try_keyring: bool) -> _
         ready = db.schema_version() == SCHEMA_VERSION and db.one("SELECT 1 FROM meta WHERE key='key_check'")
         with contextlib.nullcontext() if ready else db.transaction():
             db.migrate()
-            meta = _meta(db)
+            meta = store_meta(db)
             if "key_check" in meta:
-                return _Opened(db, _existing_crypto(home, meta, key_secret))
-            store_id = IdSource().new()
-            salt = os.urandom(16)
-            master, source = keys.master_for_new_store(home, salt, store_id, key_secret, try_keyring=try_keyring)
-            crypto = Crypto(Keys.from_master(master))
-            db.executemany(
-                "INSERT INTO meta(key, value) VALUES(?, ?)",
-                [
-                    ("store_id", store_id.encode()),
-                    ("salt", salt),
-                    ("key_source", source.encode()),
-                    ("key_check", crypto.make_key_check()),
-                ],
-            )
+                return _Opened(db, existing_crypto(home, meta, key_secret))
+            crypto = new_crypto(db, home, key_secret, try_keyring=try_keyring)
             readme = os.path.join(home, "README.txt")
             if not os.path.lexists(readme):
                 with open(readme, "w", encoding="utf-8") as handle:
@@ -283,4 +291,4 @@ class StoreOpening(SqliteRecords):
         return True
 
 
-__all__ = ["DB_NAME", "RESERVE_FULL", "StoreOpening"]
+__all__ = ["DB_NAME", "RESERVE_FULL", "StoreOpening", "existing_crypto", "new_crypto", "store_meta"]
