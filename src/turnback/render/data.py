@@ -5,12 +5,31 @@ Paths are POSIX paths relative to the project root; ids are full ids.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Collection, Sequence
+from typing import Any, Protocol
 
 from turnback.catalog import Message, word
-from turnback.model import Call, Change, OpResult, Plan, PlanRow, Project, Session, Turn, TurnSummary
+from turnback.model import BlobId, Call, Change, OpResult, Plan, PlanRow, Project, Session, Turn, TurnSummary
+from turnback.render.diff import diff_states
+from turnback.render.summary import call_title
 from turnback.render.text import ChangeNotes, result_message
+
+
+class SessionStatus(Protocol):
+    """What ``status`` reports (the engine's ``SessionStatus``; render cannot import the engine)."""
+
+    @property
+    def session(self) -> Session: ...
+    @property
+    def running(self) -> Sequence[Turn]: ...
+    @property
+    def busy(self) -> Sequence[str]: ...
+    @property
+    def commands(self) -> Sequence[Call]: ...
+    @property
+    def interrupted(self) -> Plan | None: ...
+    @property
+    def kept_bytes(self) -> int: ...
 
 
 def change_items(call: Call, note_of: Callable[[Change], Message | None] | None = None) -> list[dict[str, Any]]:
@@ -66,6 +85,107 @@ def turn_data(turn: Turn, notes: ChangeNotes | None = None) -> dict[str, Any]:
         "undone": turn.undone != "no",
         "partly_undone": turn.undone == "partly",
         "calls": [call_data(call, notes(call) if notes is not None else None) for call in turn.calls],
+    }
+
+
+def history_data(
+    session: Session,
+    turns: Sequence[Turn],
+    *,
+    active: Collection[str],
+    resent: Collection[str],
+    notes: ChangeNotes | None = None,
+) -> dict[str, Any]:
+    """``log --json``: the session's history tree, each turn with its place on it (head, active, abandoned, resent)."""
+    nodes = []
+    for turn in turns:
+        node = turn_data(turn, notes)
+        node["head"] = turn.id == session.head
+        node["branch"] = "resent" if turn.id in resent else "active" if turn.id in active else "abandoned"
+        nodes.append(node)
+    return {"session": session.id, "head": session.head, "turns": nodes}
+
+
+def change_diff_data(change: Change, load: Callable[[BlobId], bytes], *, hidden: bool) -> dict[str, Any]:
+    """One change of a call as a page draws it: its hunk lines and counts; none of a *hidden* (ignored) file's
+    contents; a binary or oversized file says so, with its sizes."""
+    before, after = change.before, change.after
+    item: dict[str, Any] = {
+        "path": change.path,
+        "kind": change.kind,
+        "before": before.kind,
+        "after": after.kind if after is not None else None,
+        "hidden": hidden,
+        "reverted": change.reverted,
+        "not_covered": bool(change.not_covered or change.evicted),
+    }
+    if hidden or item["not_covered"] or "dir" in (before.kind, item["after"]):
+        return {**item, "binary": False, "too_large": False, "added": 0, "removed": 0, "lines": []}
+    links = [state.target for state in (before, after) if state is not None and state.kind == "symlink"]
+    diff = diff_states(before, after, load)
+    return {
+        **item,
+        "links": links,
+        "binary": diff.binary and not diff.too_large,
+        "too_large": diff.too_large,
+        "sizes": [diff.old_size, diff.new_size],
+        "added": diff.added,
+        "removed": diff.removed,
+        "lines": list(diff.lines),
+    }
+
+
+def call_view_data(
+    call: Call,
+    turn: Turn,
+    load: Callable[[BlobId], bytes],
+    *,
+    raw_input: str | None,
+    missing_input: Message | None,
+    hidden: Collection[str],
+    hide_error: bool,
+    notes: Callable[[Change], Message | None] | None = None,
+) -> dict[str, Any]:
+    """``show --json``'s call with what a page shows of it: its turn, title, raw input (or why there is none),
+    error, and each change's diff. Nothing of a file .gitignore ignores: not its contents, not an error about it."""
+    return {
+        **call_data(call, notes),
+        "turn": {"id": turn.id, "number": turn.number},
+        "kind": call.kind,
+        "title": call_title(call),
+        "started_at": call.started_at,
+        "ended_at": call.ended_at,
+        "exit_code": call.exit_code,
+        "late": call.late,
+        "error": None if hide_error else call.error,
+        "input": raw_input,
+        "input_missing": message_data(missing_input) if raw_input is None and missing_input else None,
+        "diffs": [change_diff_data(change, load, hidden=change.path in hidden) for change in call.changes],
+    }
+
+
+def sessions_data(listed: Sequence[tuple[Session, Project, int]], defaults: Collection[str]) -> dict[str, Any]:
+    """``sessions --json``: each session with its project, its number of turns, and whether it is the default."""
+    items = []
+    for session, project, turns in listed:
+        item = session_data(session, project)
+        item["turns"] = turns
+        item["default"] = session.id in defaults
+        items.append(item)
+    return {"sessions": items}
+
+
+def status_data(status: SessionStatus) -> dict[str, Any]:
+    """``status --json``: the head, what runs or marks the session busy, an interrupted operation, what is kept."""
+    interrupted = status.interrupted
+    return {
+        "session": status.session.id,
+        "head": status.session.head,
+        "running_turns": [t.id for t in status.running],
+        "busy": list(status.busy),
+        "commands": [c.id for c in status.commands],
+        "interrupted": plan_data(interrupted, applied=False) if interrupted else None,
+        "kept_bytes": status.kept_bytes,
     }
 
 
@@ -135,12 +255,17 @@ def result_data(result: OpResult) -> dict[str, Any]:
 
 __all__ = [
     "call_data",
+    "call_view_data",
+    "change_diff_data",
     "change_items",
+    "history_data",
     "message_data",
     "plan_data",
     "result_data",
     "row_data",
     "session_data",
+    "sessions_data",
+    "status_data",
     "summary_data",
     "turn_data",
 ]

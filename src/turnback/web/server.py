@@ -1,0 +1,100 @@
+"""``turnback serve``: the web page and its API on uvicorn, until SIGINT or SIGTERM.
+
+The socket is bound before the start line is printed, so whoever reads the
+line (a person, a test, a script) can connect at once; with ``--port 0`` the
+line names the port the system chose. uvicorn's access log is off: the first
+address holds the token, and no log ever does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import socket
+import threading
+import webbrowser
+from collections.abc import Callable, Generator
+
+import uvicorn
+
+from turnback import Engine
+
+from . import security
+from .app import EngineThread, build_app
+
+HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, ending on SIGINT or SIGTERM like it does, but without raising the signal again
+    afterwards (which would end the process with it): ``turnback serve`` then exits 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to *host*:*port* (0: a free port) and listening."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if family == socket.AF_INET6:
+        sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(
+    open_engine: Callable[[], Engine],
+    *,
+    home: str,
+    host: str,
+    port: int,
+    token: str,
+    default_lang: str,
+    project: str | None,
+    started: Callable[[str, int], None],
+    open_browser: bool = False,
+) -> None:
+    """Serve until SIGINT or SIGTERM; *started* gets the address (with the token) and the port once it listens."""
+    sock = listening_socket(host, port)
+    port = sock.getsockname()[1]
+    engine = EngineThread(open_engine)
+    app = build_app(engine, home=home, token=token, host=host, port=port, default_lang=default_lang, project=project)
+    config = uvicorn.Config(
+        app,
+        access_log=False,
+        log_level="warning",
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+        server_header=False,
+    )
+    server = _Server(config)
+    shown_host = "127.0.0.1" if security.is_wildcard(host) else security.url_host(host)
+    url = f"http://{shown_host}:{port}/?token={token}"
+    started(url, port)
+    if open_browser:
+        webbrowser.open(url)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        engine.close()
+
+
+__all__ = ["listening_socket", "serve"]
