@@ -45,7 +45,6 @@ function updateBlocked() {
   const banner = $("busy");
   banner.hidden = !reason;
   banner.textContent = reason;
-  $("connection").textContent = state.connected ? "" : t("web_disconnected");
   for (const button of document.querySelectorAll("button.action")) {
     button.disabled = Boolean(reason);
     if (reason) {
