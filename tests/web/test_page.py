@@ -106,8 +106,9 @@ def browser_context(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def page(browser_context, served: Served):  # type: ignore[no-untyped-def]
-    """The page, opened from the token address; the CSP is never broken (an error in the console fails the test)."""
+def page(browser_context, served: Served, project: Project):  # type: ignore[no-untyped-def]
+    """The page of *project*, opened from the token address; an error in the console (a CSP refusal, a failed
+    request, a script error) fails the test."""
     opened = browser_context.new_page()
     errors: list[str] = []
     opened.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
