@@ -1,0 +1,643 @@
+// turnback's web page: sessions, the history tree of a session with its call blocks, and taking changes back.
+// Every take-back is planned by the server first, shown in a modal dialog, and applied with that plan's id.
+
+import { api, listen } from "./api.js";
+import { splitView, unifiedView } from "./diff.js";
+import { ask, element } from "./dom.js";
+import { language, loadWords, t } from "./words.js";
+
+const state = {
+  sessions: [],
+  session: null, // the open session's id
+  view: "history", // or "files"
+  history: null,
+  files: null,
+  status: null,
+  connected: false,
+  working: false,
+  details: new Map(), // call id -> GET calls/{id} answer
+  expanded: new Set(),
+  inputs: new Set(), // calls whose raw input is shown
+  split: false,
+  notice: null, // {text, alert}
+};
+
+const $ = (id) => document.getElementById(id);
+
+// -- what may be done now ------------------------------------------------------------------------------------------
+
+/** Why the action buttons are disabled now, or "" when they are not. */
+function blockedReason() {
+  if (!state.connected) return t("web_disconnected");
+  if (state.working) return t("web_working");
+  const busy = state.status?.busy ?? [];
+  if (busy.length) return t("web_busy", { reason: busy.map((b) => b.message ?? b).join("; ") });
+  const running = (state.history?.turns ?? []).find((turn) => turn.status === "running");
+  if (running || state.status?.running_turns?.length) {
+    const number = running ? running.number : "";
+    return t("web_busy", { reason: t("web_turn", { number }) + " · " + t("mark_running") });
+  }
+  return "";
+}
+
+function updateBlocked() {
+  const reason = blockedReason();
+  const banner = $("busy");
+  banner.hidden = !reason;
+  banner.textContent = reason;
+  for (const button of document.querySelectorAll("button.action")) {
+    button.disabled = Boolean(reason);
+    if (reason) {
+      button.title = reason;
+      button.setAttribute("aria-describedby", "busy");
+    } else {
+      button.removeAttribute("title");
+      button.removeAttribute("aria-describedby");
+    }
+  }
+}
+
+function action(label, onclick, attributes = {}) {
+  return element("button", { type: "button", class: "action " + (attributes.class ?? ""), ...attributes, onclick }, label);
+}
+
+// -- loading -------------------------------------------------------------------------------------------------------
+
+async function loadSessions() {
+  const answer = await api("sessions");
+  if (answer.ok) state.sessions = answer.data.sessions ?? [];
+  renderSessions();
+}
+
+async function loadSession() {
+  if (!state.session) return;
+  const id = encodeURIComponent(state.session);
+  const [history, status, files] = await Promise.all([
+    api(`sessions/${id}/history`),
+    api(`sessions/${id}/status`),
+    state.view === "files" ? api(`sessions/${id}/files`) : Promise.resolve(null),
+  ]);
+  state.history = history.ok ? history.data : null;
+  state.status = status.ok ? status.data : null;
+  if (files) state.files = files.ok ? files.data.files ?? [] : [];
+  if (!history.ok) note(history.data.message ?? String(history.status), true);
+  // A call's detail may have changed (reverted, a later call): re-read the expanded ones.
+  state.details.clear();
+  await Promise.all([...state.expanded].map((call) => loadCall(call)));
+  renderSession();
+}
+
+async function loadCall(callId) {
+  const answer = await api(`sessions/${encodeURIComponent(state.session)}/calls/${encodeURIComponent(callId)}`);
+  if (answer.ok) state.details.set(callId, answer.data.call ?? answer.data);
+}
+
+let refreshTimer = null;
+function refreshSoon() {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(async () => {
+    await loadSessions();
+    await loadSession();
+  }, 120);
+}
+
+// -- sessions ------------------------------------------------------------------------------------------------------
+
+function renderSessions() {
+  const list = $("session-list");
+  list.replaceChildren();
+  if (!state.sessions.length) list.append(element("li", { class: "hint" }, t("web_no_sessions")));
+  for (const session of state.sessions) {
+    const when = new Date(session.active_at / 1e6).toLocaleString(language());
+    const link = element(
+      "a",
+      {
+        href: "#s=" + session.id,
+        "aria-current": session.id === state.session ? "page" : null,
+        "data-session": session.id,
+      },
+      element("span", { class: "session-title" }, session.title || session.id.slice(0, 16)),
+      element("span", { class: "session-root" }, session.project?.root ?? ""),
+      element("span", { class: "session-meta" }, when),
+    );
+    list.append(element("li", {}, link));
+  }
+}
+
+// -- the session: history tree or files ----------------------------------------------------------------------------
+
+function renderSession() {
+  const root = $("session");
+  const focused = document.activeElement?.dataset?.focus;
+  root.replaceChildren();
+  if (!state.session) {
+    root.append(element("p", { class: "hint" }, t("web_choose_session")));
+    return;
+  }
+  const tabs = element("div", { class: "tabs", role: "tablist" });
+  for (const [view, code] of [
+    ["history", "web_history"],
+    ["files", "web_files"],
+  ]) {
+    tabs.append(
+      element(
+        "button",
+        {
+          type: "button",
+          role: "tab",
+          "aria-selected": String(state.view === view),
+          "data-focus": "tab-" + view,
+          onclick: () => openSession(state.session, view),
+        },
+        t(code),
+      ),
+    );
+  }
+  root.append(tabs);
+  if (state.notice) {
+    root.append(element("p", { class: state.notice.alert ? "notice alert" : "notice", role: state.notice.alert ? "alert" : "status" }, state.notice.text));
+  }
+  root.append(state.view === "files" ? renderFiles() : renderHistory());
+  updateBlocked();
+  if (focused) document.querySelector(`[data-focus="${CSS.escape(focused)}"]`)?.focus();
+}
+
+function renderFiles() {
+  const list = element("ul", { class: "files" });
+  if (state.files === null) list.append(element("li", { class: "hint" }, t("web_loading")));
+  else if (!state.files.length) list.append(element("li", { class: "hint" }, t("no_files_changed")));
+  for (const file of state.files ?? []) {
+    list.append(element("li", {}, element("code", {}, file.path), element("span", { class: "file-state" }, file.state)));
+  }
+  return list;
+}
+
+function turnNumberOf(id) {
+  return (state.history?.turns ?? []).find((turn) => turn.id === id)?.number;
+}
+
+function renderHistory() {
+  const history = state.history;
+  const tree = element("div", { class: "tree" });
+  if (!history) return tree;
+  const turns = [...history.turns].sort((a, b) => b.number - a.number);
+  if (!turns.length) tree.append(element("p", { class: "hint" }, t("no_turns_yet")));
+  const redoable = Boolean(history.redo ?? turns.some((turn) => turn.undone || turn.branch === "abandoned"));
+  for (const turn of turns) tree.append(renderTurn(turn, history, redoable));
+  return tree;
+}
+
+function renderTurn(turn, history, redoable) {
+  const marks = [];
+  if (turn.head) marks.push(t("mark_head"));
+  if (turn.branch === "abandoned") marks.push(t("mark_abandoned"));
+  if (turn.branch === "resent") marks.push(t("mark_resent"));
+  if (turn.status === "running") marks.push(t("mark_running"));
+  if (turn.partly_undone) marks.push(t("mark_partly_undone"));
+  else if (turn.undone) marks.push(t("mark_undone"));
+  const classes = ["turn", "branch-" + turn.branch];
+  if (turn.head) classes.push("head");
+  if (turn.undone) classes.push("undone");
+  const buttons = element("div", { class: "turn-actions" });
+  if (turn.undone && redoable) buttons.append(action(t("web_redo"), () => redo(), { "data-focus": "redo-" + turn.number }));
+  if (!turn.head && turn.branch !== "resent") {
+    buttons.append(action(t("web_rollback_to", { number: turn.number }), () => rollback(turn), { "data-focus": "rollback-" + turn.number }));
+  }
+  if (turn.branch === "active" && !turn.undone) {
+    buttons.append(action(t("web_edit_and_resend"), () => resend(turn), { "data-focus": "resend-" + turn.number }));
+  }
+  const calls = element("ol", { class: "calls" });
+  for (const call of turn.calls) calls.append(renderCall(call, turn));
+  if (!turn.calls.length) calls.append(element("li", { class: "hint" }, t("web_no_calls")));
+  return element(
+    "article",
+    { class: classes.join(" "), "data-turn": turn.number, "data-turn-id": turn.id, "aria-labelledby": "turn-" + turn.id },
+    element(
+      "header",
+      { class: "turn-header" },
+      element("h3", { id: "turn-" + turn.id }, t("web_turn", { number: turn.number })),
+      element("span", { class: "turn-message" }, turn.message ?? ""),
+      marks.length ? element("span", { class: "marks" }, marks.join(" · ")) : null,
+      buttons,
+    ),
+    calls,
+  );
+}
+
+// -- call blocks ---------------------------------------------------------------------------------------------------
+
+function toolName(call) {
+  const tool = (call.tool ?? "").toLowerCase();
+  if (call.kind === "job") return t("web_tool_job");
+  if (call.kind === "command" || ["exec", "bash", "powershell", "run_command"].includes(tool)) return t("web_tool_command");
+  if (["edit", "multiedit", "notebookedit", "edit_file"].includes(tool)) return t("web_tool_edit");
+  if (["write", "write_file"].includes(tool)) return t("web_tool_write");
+  return t("web_tool_other", { tool: call.tool });
+}
+
+/** What the call acted on: its command or paths (the server's title without the tool word, else its paths). */
+function targetOf(call) {
+  if (call.title) {
+    const space = call.title.indexOf(" ");
+    return space > 0 ? call.title.slice(space + 1) : call.title;
+  }
+  return call.changes.map((change) => (change.from ? `${change.from} → ${change.path}` : change.path)).join(", ");
+}
+
+function isReverted(call) {
+  if (call.state) return call.state.code === "label_reverted" || call.state.code === "reverted";
+  return call.changes.length > 0 && !call.revertible && call.changes.every((change) => change.reverted !== false);
+}
+
+/** `[code, words]` of the call's state: the server's, else read from the fields `log --json` has. */
+function stateOf(call) {
+  if (call.state) return [call.state.code, call.state.message];
+  if (call.status === "failed") return ["failed", t("web_state_failed")];
+  if (call.status === "denied") return ["denied", t("web_state_denied")];
+  if (call.status === "running") return ["running", t("web_state_running")];
+  if (call.cut_short) return ["cut_short", t("web_state_cut_short")];
+  if (call.changes.some((change) => change.evicted)) return ["evicted", t("web_state_evicted")];
+  if (call.changes.some((change) => change.not_covered)) return ["not_covered", t("web_state_not_covered")];
+  if (isReverted(call)) return ["reverted", t("label_reverted")];
+  return ["applied", t("web_state_applied")];
+}
+
+function renderCall(call, turn) {
+  const expanded = state.expanded.has(call.id);
+  const [stateCode, stateWords] = stateOf(call);
+  const counts = call.added !== undefined ? t("web_added_removed", { added: call.added, removed: call.removed }) : "";
+  const canRevert = call.revertible && !isReverted(call) && turn.branch !== "resent";
+  const header = element(
+    "div",
+    { class: "call-header" },
+    element(
+      "button",
+      {
+        type: "button",
+        class: "call-toggle",
+        "aria-expanded": String(expanded),
+        "aria-controls": "body-" + call.id,
+        "data-focus": "toggle-" + call.id,
+        onclick: () => toggleCall(call.id),
+      },
+      element("span", { class: "tool" }, toolName(call)),
+      element("code", { class: "target" }, targetOf(call)),
+      element("span", { class: "state state-" + stateCode.replace(/^label_/, "") }, stateWords),
+      counts ? element("span", { class: "counts" }, counts) : null,
+    ),
+    canRevert
+      ? action("↶", () => revert(call), { class: "revert-icon", "aria-label": t("label_revert"), "data-focus": "icon-" + call.id })
+      : null,
+  );
+  const block = element("li", { class: "call state-" + stateCode, "data-call-id": call.id, id: "call-" + call.id }, header);
+  if (expanded) block.append(renderCallBody(call, canRevert));
+  return block;
+}
+
+function renderCallBody(call, canRevert) {
+  const detail = state.details.get(call.id);
+  const body = element("div", { class: "call-body", id: "body-" + call.id });
+  if (!detail) {
+    body.append(element("p", { class: "hint" }, t("web_loading")));
+    return body;
+  }
+  const tools = element(
+    "div",
+    { class: "diff-switch", role: "group" },
+    element("button", { type: "button", "aria-pressed": String(!state.split), "data-focus": "unified-" + call.id, onclick: () => setSplit(false) }, t("web_unified")),
+    element("button", { type: "button", "aria-pressed": String(state.split), "data-focus": "split-" + call.id, onclick: () => setSplit(true) }, t("web_split")),
+  );
+  body.append(tools);
+  for (const diff of detail.diffs ?? []) body.append(renderFileDiff(diff));
+  if (!detail.diffs && detail.diff) body.append(renderFileDiff({ path: "", lines: detail.diff.split("\n") }));
+  const showing = state.inputs.has(call.id);
+  if (showing) body.append(element("pre", { class: "input" }, prettyInput(detail)));
+  const buttons = element(
+    "div",
+    { class: "call-actions" },
+    element(
+      "button",
+      { type: "button", "aria-expanded": String(showing), "data-focus": "input-" + call.id, onclick: () => toggleInput(call.id) },
+      showing ? t("web_hide_input") : t("web_show_input"),
+    ),
+    canRevert ? action(t("label_revert"), () => revert(call), { class: "primary", "data-focus": "revert-" + call.id }) : null,
+  );
+  body.append(buttons);
+  return body;
+}
+
+function prettyInput(detail) {
+  if (detail.input === null || detail.input === undefined) return detail.input_missing?.message ?? t("no_input_recorded");
+  try {
+    return JSON.stringify(JSON.parse(detail.input), null, 2);
+  } catch {
+    return detail.input;
+  }
+}
+
+function renderFileDiff(diff) {
+  const section = element("section", { class: "file-diff" });
+  if (diff.path) {
+    const counts = diff.binary || diff.too_large ? "" : t("web_added_removed", { added: diff.added ?? 0, removed: diff.removed ?? 0 });
+    section.append(element("h4", {}, element("code", {}, diff.path), diff.kind ? " " + t("kind_" + diff.kind) : "", counts ? " " + counts : ""));
+  }
+  if (diff.hidden) section.append(element("p", { class: "hint" }, t("ignored_not_shown")));
+  else if (diff.binary || diff.too_large) section.append(element("p", { class: "hint binary" }, diff.note ?? t(diff.too_large ? "files_differ_too_large" : "binary_files_differ", sizes(diff))));
+  else if (diff.lines?.length) section.append(state.split ? splitView(diff.lines) : unifiedView(diff.lines));
+  return section;
+}
+
+/** The sizes a binary or oversized file's line names, when the server sent only byte counts. */
+function sizes(diff) {
+  const [old, now] = diff.sizes ?? [0, 0];
+  const shown = (bytes) => (bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KiB`);
+  return { old: shown(old), new: shown(now) };
+}
+
+async function toggleCall(callId) {
+  if (state.expanded.has(callId)) state.expanded.delete(callId);
+  else {
+    state.expanded.add(callId);
+    renderSession();
+    await loadCall(callId);
+  }
+  renderSession();
+}
+
+function toggleInput(callId) {
+  if (state.inputs.has(callId)) state.inputs.delete(callId);
+  else state.inputs.add(callId);
+  renderSession();
+}
+
+function setSplit(split) {
+  state.split = split;
+  renderSession();
+}
+
+/** Opens the block of call `callId` (the link from a conflict to the later call that wrote the file). */
+async function showCall(callId) {
+  state.expanded.add(callId);
+  await loadCall(callId);
+  renderSession();
+  const block = document.querySelector(`[data-call-id="${CSS.escape(callId)}"]`);
+  block?.scrollIntoView({ block: "center" });
+  block?.querySelector(".call-toggle")?.focus();
+}
+
+// -- taking back ---------------------------------------------------------------------------------------------------
+
+function note(text, alert = false) {
+  state.notice = text ? { text, alert } : null;
+}
+
+/** POSTs `body` to `path` with the buttons disabled meanwhile; a refusal is shown, and null returned. */
+async function post(path, body) {
+  state.working = true;
+  updateBlocked();
+  const answer = await api(`sessions/${encodeURIComponent(state.session)}/${path}`, body);
+  state.working = false;
+  updateBlocked();
+  if (!answer.ok) {
+    note(answer.data.message ?? String(answer.status), true);
+    renderSession();
+    return null;
+  }
+  return answer.data;
+}
+
+async function finished(result) {
+  note(result ? result.message ?? t("web_done") : null, false);
+  await loadSession();
+}
+
+function findCall(callId) {
+  for (const turn of state.history?.turns ?? []) {
+    for (const call of turn.calls) if (call.id === callId) return call;
+  }
+  return null;
+}
+
+/** The call a row names as the later writer: the server's field, else the short id its reason names. */
+function laterCall(row) {
+  if (row.later_call) return findCall(row.later_call) ? row.later_call : null;
+  const match = /\b[0-9a-f]{16}\b/.exec(row.reason ?? "");
+  if (!match) return null;
+  for (const turn of state.history?.turns ?? []) {
+    for (const call of turn.calls) if (call.id.startsWith(match[0])) return call.id;
+  }
+  return null;
+}
+
+function planRows(plan, host, call) {
+  const rows = element("div", { class: "plan-rows" });
+  for (const row of plan.rows) {
+    const conflict = row.conflict ?? row.action === "skip";
+    const item = element("section", { class: "plan-row" + (conflict ? " conflict" : "") });
+    item.append(element("p", {}, element("span", { class: "row-action" }, row.action), " ", element("code", {}, row.path), row.message ? " — " + row.message : ""));
+    if (conflict && call) {
+      item.append(element("p", {}, t("web_conflict", { path: row.path })));
+      const later = laterCall(row);
+      if (later) {
+        const link = element("a", { href: "#call-" + later, class: "later-call" }, t("web_written_later_by", { call: later.slice(0, 16) }));
+        link.addEventListener("click", (event) => {
+          event.preventDefault();
+          link.closest("dialog")?.querySelector("button.cancel")?.click();
+          showCall(later);
+        });
+        item.append(element("p", {}, link));
+      }
+    }
+    if (row.diff?.length) item.append(state.split ? splitView(row.diff) : unifiedView(row.diff));
+    rows.append(item);
+  }
+  for (const extra of plan.notes ?? []) rows.append(element("p", { class: "hint" }, extra.message ?? extra));
+  return rows;
+}
+
+function created(call, path, row) {
+  if (row.created !== undefined) return row.created;
+  return call.changes.some((change) => change.path === path && change.kind === "new");
+}
+
+async function revert(call) {
+  const path = `calls/${encodeURIComponent(call.id)}/revert`;
+  const plan = await post(path, { apply: false });
+  if (!plan) return;
+  const host = plan.host ?? location.hostname;
+  const conflicts = plan.rows.filter((row) => row.conflict ?? row.action === "skip");
+  const acting = plan.rows.filter((row) => !conflicts.includes(row));
+  const buttons = [];
+  if (acting.length) {
+    const deletes = acting.every((row) => row.action === "trash" && created(call, row.path, row));
+    buttons.push({ label: t(deletes ? "label_delete" : "label_revert"), value: "apply", primary: true });
+  }
+  if (conflicts.length) {
+    const deletes = conflicts.every((row) => created(call, row.path, row));
+    buttons.push({ label: t(deletes ? "label_delete_anyway" : "label_restore_anyway"), value: "anyway", primary: !acting.length });
+  }
+  const single = plan.rows.length === 1 && acting.length === 1 && acting[0].action === "trash" && created(call, acting[0].path, acting[0]);
+  const title = single ? t("web_delete_asks", { path: acting[0].path, host }) : t("web_revert_asks", { host });
+  if (!buttons.length) {
+    await ask({ title: t("web_nothing_to_revert"), body: planRows(plan, host, call), buttons: [], cancel: t("web_close") });
+    return;
+  }
+  const choice = await ask({ title, body: planRows(plan, host, call), buttons, cancel: t("web_cancel") });
+  if (choice === null) return;
+  if (choice === "anyway") {
+    const label = buttons.find((button) => button.value === "anyway").label;
+    const paths = conflicts.map((row) => row.path).join(", ");
+    const sure = await ask({
+      title: t("web_anyway_asks", { path: paths }),
+      body: [],
+      buttons: [{ label, value: "yes", primary: true }],
+      cancel: t("web_cancel"),
+    });
+    if (sure !== "yes") return;
+  }
+  const result = await post(path, { apply: true, plan: plan.plan.id, anyway: choice === "anyway" });
+  if (result) await finished(result);
+}
+
+async function rollback(turn) {
+  const preview = await post("rollback", { node: turn.number, apply: false });
+  if (!preview) return;
+  const host = preview.host ?? location.hostname;
+  const headSeen = preview.head !== undefined ? preview.head : state.history.head;
+  const body = [planRows(preview, host, null)];
+  if (preview.files?.length) {
+    const files = element("ul", { class: "going-back" });
+    for (const file of preview.files) {
+      files.append(element("li", {}, element("code", {}, file.path), " ", file.binary ? "" : t("web_added_removed", { added: file.added, removed: file.removed })));
+    }
+    body.push(files);
+  }
+  const leaving = (preview.turns ?? []).map((id) => turnNumberOf(id)).filter((n) => n !== undefined);
+  if (leaving.length) {
+    body.push(element("p", {}, t("web_turns_leave")));
+    body.push(element("ul", { class: "leaving" }, leaving.map((number) => element("li", {}, t("web_turn", { number })))));
+  }
+  const choice = await ask({
+    title: t("web_rollback_asks", { number: turn.number, host }),
+    body,
+    buttons: [{ label: t("web_roll_back"), value: "apply", primary: true }],
+    cancel: t("web_cancel"),
+  });
+  if (choice === null) return;
+  const expectHead = headSeen ? turnNumberOf(headSeen) ?? headSeen : 0;
+  const result = await post("rollback", { node: turn.number, expect_head: expectHead, apply: true, plan: preview.plan.id });
+  if (result) await finished(result);
+}
+
+async function redo() {
+  const plan = await post("redo", { apply: false });
+  if (!plan) return;
+  const choice = await ask({
+    title: t("web_redo_asks"),
+    body: planRows(plan, plan.host ?? location.hostname, null),
+    buttons: [{ label: t("web_redo"), value: "apply", primary: true }],
+    cancel: t("web_cancel"),
+  });
+  if (choice === null) return;
+  const result = await post("redo", { apply: true, plan: plan.plan.id });
+  if (result) await finished(result);
+}
+
+async function resend(turn) {
+  const preview = await post("resend", { message: turn.number, choice: null });
+  if (!preview) return;
+  const body = [];
+  const files = element("ul", { class: "resend-files" });
+  for (const file of preview.files ?? []) {
+    files.append(element("li", {}, element("code", {}, file.path), " ", t("web_added_removed", { added: file.added, removed: file.removed })));
+  }
+  body.push(files);
+  const staying = preview.rows.filter((row) => row.action === "skip");
+  for (const row of staying) {
+    body.push(element("p", { class: "staying" }, element("code", {}, row.path), " ", t("web_stays_as_is", { reason: row.reason ?? row.message ?? "" })));
+  }
+  const buttons = [
+    { label: t("label_revert_and_send"), value: "revert", primary: true },
+    { label: t("label_keep_files_and_send"), value: "keep" },
+  ];
+  if (staying.length) buttons.push({ label: t("label_send_anyway"), value: "anyway" });
+  const choice = await ask({ title: t("web_resend_asks", { number: turn.number }), body, buttons, cancel: t("web_cancel") });
+  if (choice === null) {
+    await api(`sessions/${encodeURIComponent(state.session)}/resend`, { message: turn.number, choice: "cancel", plan: preview.plan.id });
+    return;
+  }
+  const result = await post("resend", { message: turn.number, choice, apply: true, plan: preview.plan.id });
+  if (result) await finished(result);
+}
+
+// -- navigation, language, live updates ----------------------------------------------------------------------------
+
+async function openSession(sessionId, view = "history") {
+  const changed = sessionId !== state.session;
+  state.session = sessionId;
+  state.view = view;
+  if (changed) {
+    state.expanded.clear();
+    state.inputs.clear();
+    state.notice = null;
+    state.history = null;
+    state.files = null;
+  }
+  const wanted = "#s=" + sessionId + (view === "files" ? "&v=files" : "");
+  if (location.hash !== wanted) history.replaceState(null, "", wanted);
+  renderSessions();
+  await loadSession();
+}
+
+function fromHash() {
+  const params = new URLSearchParams(location.hash.slice(1));
+  const session = params.get("s");
+  if (session) openSession(session, params.get("v") === "files" ? "files" : "history");
+}
+
+async function start() {
+  if (!(await loadWords())) {
+    $("session").replaceChildren(element("p", { class: "notice alert", role: "alert" }, "Open the address turnback serve printed (with its token)."));
+    return;
+  }
+  const select = $("language");
+  select.value = language();
+  select.addEventListener("change", async () => {
+    await loadWords(select.value);
+    renderSessions();
+    await loadSession();
+    if (!state.session) renderSession();
+  });
+  $("home").addEventListener("click", (event) => {
+    event.preventDefault();
+    state.session = null;
+    history.replaceState(null, "", location.pathname);
+    renderSessions();
+    renderSession();
+  });
+  window.addEventListener("hashchange", fromHash);
+  $("session-list").addEventListener("click", (event) => {
+    const link = event.target.closest("a[data-session]");
+    if (!link) return;
+    event.preventDefault();
+    openSession(link.dataset.session);
+  });
+  listen({
+    onOpen: () => {
+      state.connected = true;
+      updateBlocked();
+      refreshSoon();
+    },
+    onLost: () => {
+      state.connected = false;
+      updateBlocked();
+    },
+    onChange: () => refreshSoon(),
+  });
+  await loadSessions();
+  if (location.hash) fromHash();
+  else if (state.sessions.length) openSession(state.sessions[0].id);
+  updateBlocked();
+}
+
+start();
