@@ -547,6 +547,9 @@ class Engine:
     def plan_redo(self, session_id: SessionId) -> Plan:
         return self._takeback.plan_redo(session_id)
 
+    def plan_again(self, shown: Plan, *, anyway: bool = False, mode: str | None = None) -> Plan:
+        return self._takeback.plan_again(shown, anyway=anyway, mode=mode)
+
     def apply(self, plan: Plan) -> OpResult:
         return self._takeback.apply(plan)
 

@@ -18,6 +18,7 @@ import asyncio
 import contextvars
 import json
 import os
+import socket
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
@@ -31,10 +32,11 @@ from starlette.staticfiles import StaticFiles
 
 import turnback
 from turnback import Engine, boundary
-from turnback.catalog import LANGUAGES, Message, choose_language, entries, language, word
-from turnback.render import data
+from turnback.catalog import LANGUAGES, Message, choose_language, entries, language
+from turnback.render import data, text
 
 from . import security
+from .page_codes import PAGE_CODES
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 MAX_BODY_BYTES = 64 << 10  # a request body is a few fields; anything larger is not one of ours
@@ -54,8 +56,6 @@ NOT_FOUND = frozenset(
     }
 )
 
-# The catalog codes the page words its own labels with; every other text it shows comes worded in a body.
-PAGE_CODE_PREFIXES = ("label_", "web_", "mark_", "op_", "kind_", "action_")
 
 LANGUAGE_NAMES = {"en": "English", "zh-CN": "简体中文", "ja": "日本語"}
 
@@ -140,6 +140,7 @@ class Api:
     """The routes, over an :class:`EngineThread`; *default_lang*: the language without ``?lang=`` or a header."""
 
     def __init__(self, engine: EngineThread, *, home: str, default_lang: str, project: str | None):
+        self.host = socket.gethostname()  # a confirmation names the machine whose files it writes
         self.engine = engine
         self.home = home
         self.default_lang = default_lang
@@ -215,7 +216,8 @@ class Api:
             active = {turn.id for turn in engine.active_line(session_id)}
             resent = {turn.id for turn in turns if turn.resent}
             notes = engine.overlap_notes
-            return Answer(200, data.history_data(session, turns, active=active, resent=resent, notes=notes))
+            history = data.history_data(session, turns, active=active, resent=resent, notes=notes, load=engine.load)
+            return Answer(200, history)
 
         return await self.answer(request, work)
 
@@ -226,6 +228,14 @@ class Api:
             session_id = engine.session(ref).id
             engine.catch_up(session_id)
             return Answer(200, data.status_data(engine.status(session_id)))
+
+        return await self.answer(request, work)
+
+    async def files(self, request: Request) -> Response:
+        ref = request.path_params["session"]
+
+        def work(engine: Engine) -> Answer:
+            return Answer(200, data.files_data(engine.files(engine.session(ref).id)))
 
         return await self.answer(request, work)
 
@@ -251,17 +261,211 @@ class Api:
 
         return await self.answer(request, work)
 
+    # -- taking back: plan, then apply the plan shown ----------------------------------------
+
+    async def post(
+        self, request: Request, body: Body, work: Callable[[Engine, turnback.Session, dict[str, Any]], Answer]
+    ) -> Response:
+        raw = await request.body()
+        ref = request.path_params["session"]
+
+        def parsed(engine: Engine) -> Answer:
+            fields = body.parse(raw)
+            return work(engine, engine.session(ref), fields)
+
+        return await self.answer(request, parsed)
+
+    def preview(self, engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None = None) -> Answer:
+        shown = [row.path for row in plan.rows if row.conflict or row.acts]
+        hidden = engine.hidden_paths(plan.session_id, shown)
+        return Answer(200, {**data.plan_view_data(plan, engine.load, hidden=hidden, host=self.host), **(extra or {})})
+
+    async def revert(self, request: Request) -> Response:
+        call_ref = request.path_params["call"]
+
+        def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
+            call = session_call(engine, session, call_ref)
+            anyway = bool(fields.get("anyway"))
+            if not fields.get("apply"):
+                return self.preview(engine, engine.plan_revert(call.id, anyway=anyway))
+            plan = shown_plan(engine, session, fields, "revert")
+            if plan.call_id != call.id:
+                raise turnback.UsageError(
+                    Message(
+                        "serve_plan_of_another_call", op=turnback.short_id(plan.id), call=turnback.short_id(call.id)
+                    )
+                )
+            return applied(engine, engine.plan_again(plan, anyway=True) if anyway and not plan.force else plan)
+
+        return await self.post(request, REVERT, work)
+
+    async def undo(self, request: Request) -> Response:
+        def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
+            force = bool(fields.get("force"))
+            if not fields.get("apply"):
+                turn, from_turn = _ref(fields.get("turn")), _ref(fields.get("from"))
+                return self.preview(engine, engine.plan_undo(session.id, turn=turn, from_turn=from_turn, force=force))
+            plan = shown_plan(engine, session, fields, "undo")
+            return applied(engine, engine.plan_again(plan, anyway=True) if force and not plan.force else plan)
+
+        return await self.post(request, UNDO, work)
+
+    async def redo(self, request: Request) -> Response:
+        def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
+            if not fields.get("apply"):
+                return self.preview(engine, engine.plan_redo(session.id))
+            return applied(engine, shown_plan(engine, session, fields, "redo"))
+
+        return await self.post(request, REDO, work)
+
+    async def rollback(self, request: Request) -> Response:
+        def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
+            node, expect_head = str(fields["node"]), _ref(fields.get("expect_head"))
+            if not fields.get("apply"):
+                plan = engine.plan_rollback(session.id, node, expect_head=expect_head)
+            else:
+                plan = shown_plan(engine, session, fields, "rollback")
+                seen = None if expect_head in (None, "0", "start") else engine.turn(session.id, expect_head).id
+                if expect_head is not None and seen != plan.head_from:
+                    # The head the page saw must be the one its preview saw (applying checks it is still the head).
+                    raise turnback.RefusedError(Message("serve_expect_head_not_plans", given=expect_head))
+            numbers = {turn.id: turn.number for turn in engine.log(session.id)}
+            extra = {
+                "turns": list(plan.turn_ids),
+                "turn_numbers": [numbers[turn_id] for turn_id in plan.turn_ids if turn_id in numbers],
+                "files": data.going_back_data(plan, engine.load),
+            }
+            return applied(engine, plan, extra) if fields.get("apply") else self.preview(engine, plan, extra)
+
+        return await self.post(request, ROLLBACK, work)
+
+    async def resend(self, request: Request) -> Response:
+        def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
+            choice = fields.get("choice")
+            if choice is not None and choice not in RESEND_CHOICES:
+                raise turnback.UsageError(
+                    Message("serve_field_type", field="choice", expected=" | ".join(["null", *RESEND_CHOICES]))
+                )
+            if choice is None:
+                plan = engine.plan_resend(session.id, str(fields["message"]), mode="revert")
+                files = data.resend_files_data(engine.resend_files(plan))
+                return self.preview(engine, plan, {"files": files, "resent": False})
+            plan = shown_plan(engine, session, fields, "resend")
+            files = data.resend_files_data(engine.resend_files(plan))
+            if choice == "cancel":
+                return Answer(200, {"files": files, **data.plan_data(plan, applied=False), "resent": False})
+            if choice != plan.resend_mode:
+                plan = engine.plan_again(plan, mode=choice)
+            result = applied(engine, plan, {"files": files})
+            resent = result.status == 200 and not any(
+                note.get("code") == "nothing_resent" for note in result.body["notes"]
+            )
+            return Answer(result.status, {**result.body, "resent": resent})
+
+        return await self.post(request, RESEND, work)
+
     async def messages(self, request: Request) -> Response:
         """The page's labels in the request's language, the languages to switch to, and the one chosen."""
 
         def work(engine: Engine) -> Answer:
             del engine
             lang = language.get()
-            words = {code: word(Message(code), lang) for code in entries("en") if code.startswith(PAGE_CODE_PREFIXES)}
+            table = entries(lang)
+            # Templates with their {placeholders}: the page fills them in (one form: the page counts nothing).
+            words = {code: (table.get(code) or entries("en")[code]).form(lang, None) for code in PAGE_CODES}
             languages = [{"code": code, "name": LANGUAGE_NAMES[code]} for code in LANGUAGES]
             return Answer(200, {"lang": lang, "languages": languages, "messages": words})
 
         return await self.answer(request, work)
+
+
+class Body(NamedTuple):
+    """A POST body's fields: name -> (the JSON types it may have, whether it must be given)."""
+
+    fields: Mapping[str, tuple[tuple[str, ...], bool]]
+
+    def parse(self, raw: bytes) -> dict[str, Any]:
+        """The fields of *raw* (a JSON object; empty: no field), each of its type; else a refusal naming it."""
+        if len(raw) > MAX_BODY_BYTES:
+            raise turnback.UsageError(Message("serve_body_too_large", limit=MAX_BODY_BYTES))
+        try:
+            given = json.loads(raw) if raw.strip() else {}
+        except (ValueError, UnicodeDecodeError):
+            raise turnback.UsageError(Message("serve_body_not_json")) from None
+        if not isinstance(given, dict):
+            raise turnback.UsageError(Message("serve_body_not_object"))
+        for name in given:
+            if name not in self.fields:
+                raise turnback.UsageError(Message("serve_field_unknown", field=name, known=", ".join(self.fields)))
+        for name, (types, required) in self.fields.items():
+            if name not in given:
+                if required:
+                    raise turnback.UsageError(Message("serve_field_required", field=name))
+                continue
+            if _json_type(given[name]) not in types:
+                raise turnback.UsageError(Message("serve_field_type", field=name, expected=" | ".join(types)))
+        return given
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer" if value >= 0 else "negative"
+    return {str: "string", float: "number", list: "array", dict: "object"}.get(type(value), "other")
+
+
+REF = ("integer", "string")  # a turn: its number, or its id (or a unique prefix)
+APPLY = {"apply": (("boolean",), False), "plan": (("string",), False)}
+REVERT = Body({**APPLY, "anyway": (("boolean",), False)})
+UNDO = Body({**APPLY, "turn": (REF, False), "from": (REF, False), "force": (("boolean",), False)})
+REDO = Body(APPLY)
+ROLLBACK = Body({**APPLY, "node": (REF, True), "expect_head": ((*REF, "null"), False)})
+RESEND = Body({"message": (REF, True), "choice": (("string", "null"), False), "plan": (("string",), False)})
+RESEND_CHOICES = ("revert", "keep", "anyway", "cancel")
+
+
+def _ref(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def shown_plan(engine: Engine, session: turnback.Session, fields: Mapping[str, Any], kind: str) -> turnback.Plan:
+    """The plan the request confirms: its ``plan`` id, required, of *session* and of this route's *kind*."""
+    ref = fields.get("plan")
+    if ref is None:
+        raise turnback.UsageError(Message("serve_plan_required"))
+    plan = engine.plan(ref)
+    if plan.session_id != session.id:
+        raise turnback.UsageError(
+            Message(
+                "serve_plan_of_another_session", op=turnback.short_id(plan.id), session=turnback.short_id(session.id)
+            )
+        )
+    if plan.kind != kind:
+        raise turnback.UsageError(
+            Message("serve_plan_other_operation", op=turnback.short_id(plan.id), kind=plan.kind, route=kind)
+        )
+    return plan
+
+
+def applied(engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None = None) -> Answer:
+    """*plan* applied: the result (200); 409 with the result inside when nothing was done because what the
+    files hold changed since the plan (each row's compare-and-swap said so)."""
+    if plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
+        error = turnback.RefusedError(text.force_only_message(plan))  # as the CLI: not applied at all
+        return Answer(409, {**data.plan_data(plan, applied=False), **(extra or {}), **boundary.refusal_data(error, 1)})
+    result = engine.apply(plan)
+    body = {**data.result_data(result), **(extra or {})}
+    changed = [row for row in result.plan.rows if row.note is not None and row.note.code in CHANGED_SINCE_PLAN]
+    if changed and not result.changed:
+        error = turnback.RefusedError(changed[0].note or Message("plan_again"))
+        return Answer(409, {**body, **boundary.refusal_data(error, error.exit_code)})
+    return Answer(200, body)
+
+
+CHANGED_SINCE_PLAN = frozenset({"changed_since_preview", "refs_moved_together"})
 
 
 def _json_response(answered: Answer) -> Response:
@@ -295,7 +499,13 @@ def routes(api: Api) -> list[BaseRoute]:
         Route(f"{v1}/sessions", api.sessions, methods=["GET"]),
         Route(f"{v1}/sessions/{{session}}/history", api.history, methods=["GET"]),
         Route(f"{v1}/sessions/{{session}}/status", api.status, methods=["GET"]),
+        Route(f"{v1}/sessions/{{session}}/files", api.files, methods=["GET"]),
         Route(f"{v1}/sessions/{{session}}/calls/{{call}}", api.call, methods=["GET"]),
+        Route(f"{v1}/sessions/{{session}}/calls/{{call}}/revert", api.revert, methods=["POST"]),
+        Route(f"{v1}/sessions/{{session}}/undo", api.undo, methods=["POST"]),
+        Route(f"{v1}/sessions/{{session}}/redo", api.redo, methods=["POST"]),
+        Route(f"{v1}/sessions/{{session}}/rollback", api.rollback, methods=["POST"]),
+        Route(f"{v1}/sessions/{{session}}/resend", api.resend, methods=["POST"]),
     ]
 
 
