@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from turnback.fsio import Tree
     from turnback.ops import maintenance
     from turnback.paths import RelPath
+    from turnback.store.records import SessionActivity
 
 
 class TurnHandle:
@@ -267,6 +268,16 @@ class Engine:
 
     def watched_project(self, path: str) -> Project:
         return self._sessions.watched_project(path)
+
+    # -- what changed, for a front end that shows sessions live -----------------------------
+
+    def data_version(self) -> int:
+        """A number that changes whenever another process commits to the store: poll it, then read activity()."""
+        return self.store.data_version()
+
+    def activity(self) -> list[SessionActivity]:
+        """Each session's newest turn, call and operation, with a marker that changes when any of its records do."""
+        return self.store.activity()
 
     # -- history (history.py) --------------------------------------------------------------
 

@@ -14,13 +14,11 @@ commands would one after the other.
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import json
 import os
 import socket
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 from starlette.applications import Starlette
@@ -36,84 +34,14 @@ from turnback.catalog import LANGUAGES, Message, choose_language, entries, langu
 from turnback.render import data, text
 
 from . import security
+from .events import Events
 from .page_codes import PAGE_CODES
+from .worker import Answer, EngineThread
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 MAX_BODY_BYTES = 64 << 10  # a request body is a few fields; anything larger is not one of ours
 
-# Errors that name something the request's path or body points at and the store does not have for this session.
-NOT_FOUND = frozenset(
-    {
-        "id_prefix_unknown",
-        "id_not_hex",
-        "no_such_turn",
-        "no_such_turn_number",
-        "turn_of_another_session",
-        "turn_of_another_session_refused",
-        "serve_call_of_another_session",
-        "serve_plan_of_another_session",
-        "serve_not_found",
-    }
-)
-
-
 LANGUAGE_NAMES = {"en": "English", "zh-CN": "简体中文", "ja": "日本語"}
-
-
-class Answer(NamedTuple):
-    """A route's answer: its HTTP status and its JSON object (``"schema": 1`` is added)."""
-
-    status: int
-    body: Mapping[str, Any]
-
-
-def status_of(error: turnback.TurnbackError) -> int:
-    """The HTTP status of a refusal: 404 not found or not this session's, 423 busy, 400 bad input, 409 conflict."""
-    if error.code in NOT_FOUND:
-        return 404
-    if isinstance(error, turnback.BusyError):
-        return 423
-    if isinstance(error, turnback.UsageError):
-        return 400
-    if isinstance(error, turnback.StoreError):
-        return 503
-    return 409  # refused: the state of the session or its files says no (stale head, changed since the plan)
-
-
-def refusal(error: turnback.TurnbackError) -> Answer:
-    return Answer(status_of(error), boundary.refusal_data(error, error.exit_code))
-
-
-class EngineThread:
-    """The engine, opened on first use in a thread of its own; every call to it runs there, one at a time."""
-
-    def __init__(self, open_engine: Callable[[], Engine]):
-        self._open = open_engine
-        self._engine: Engine | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnback-engine")
-
-    async def run(self, lang: str, work: Callable[[Engine], Answer]) -> Answer:
-        """*work* run with the engine, its messages worded in *lang*; a refusal becomes its error object."""
-        context = contextvars.copy_context()
-        context.run(language.set, lang)
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, context.run, self._call, work)
-
-    def _call(self, work: Callable[[Engine], Answer]) -> Answer:
-        try:
-            if self._engine is None:
-                self._engine = self._open()
-            return work(self._engine)
-        except turnback.TurnbackError as error:
-            return refusal(error)
-
-    def close(self) -> None:
-        def close_engine() -> None:
-            if self._engine is not None:
-                self._engine.close()
-
-        self._executor.submit(close_engine).result()
-        self._executor.shutdown()
 
 
 def accepted_language(header: str) -> str | None:
@@ -509,8 +437,17 @@ def routes(api: Api) -> list[BaseRoute]:
     ]
 
 
+class Site(NamedTuple):
+    """The app, and what the server calls as it stops: *stopping* ends the event streams (before it waits for
+    open connections), *close* closes the engines (after)."""
+
+    app: security.ASGIApp
+    stopping: Callable[[], None]
+    close: Callable[[], None]
+
+
 def build_app(
-    engine: EngineThread,
+    open_engine: Callable[[], Engine],
     *,
     home: str,
     token: str,
@@ -518,11 +455,17 @@ def build_app(
     port: int,
     default_lang: str,
     project: str | None = None,
-) -> security.ASGIApp:
-    """The app behind its :class:`~turnback.web.security.Guard`, listening on *host*:*port*."""
+) -> Site:
+    """The app behind its :class:`~turnback.web.security.Guard`, listening on *host*:*port*; requests reach an
+    engine of their own, the event poller another (so the requests' own changes are changes it sees)."""
+    engine, polled = EngineThread(open_engine), EngineThread(open_engine)
     api = Api(engine, home=home, default_lang=default_lang, project=project)
-    app = Starlette(routes=routes(api), exception_handlers={HTTPException: api.not_routed})
-    return security.Guard(
+    events = Events(polled, home=home)
+    app = Starlette(
+        routes=[*routes(api), Route("/api/v1/events", events.stream, methods=["GET"])],
+        exception_handlers={HTTPException: api.not_routed},
+    )
+    guarded = security.Guard(
         app,
         token=token,
         hosts=security.allowed_hosts(host, port),
@@ -531,5 +474,11 @@ def build_app(
         refusal=api.words,
     )
 
+    def close() -> None:
+        engine.close()
+        polled.close()
 
-__all__ = ["Answer", "Api", "EngineThread", "accepted_language", "build_app", "status_of"]
+    return Site(guarded, events.close, close)
+
+
+__all__ = ["Api", "Site", "accepted_language", "build_app"]

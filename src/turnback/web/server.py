@@ -20,14 +20,23 @@ import uvicorn
 from turnback import Engine
 
 from . import security
-from .app import EngineThread, build_app
+from .app import build_app
 
 HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class _Server(uvicorn.Server):
     """uvicorn's server, ending on SIGINT or SIGTERM like it does, but without raising the signal again
-    afterwards (which would end the process with it): ``turnback serve`` then exits 0."""
+    afterwards (which would end the process with it): ``turnback serve`` then exits 0. *stopping* runs as it
+    starts to stop, before it waits for the open connections (an event stream never ends by itself)."""
+
+    def __init__(self, config: uvicorn.Config, stopping: Callable[[], None]):
+        super().__init__(config)
+        self._stopping = stopping
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self._stopping()
+        await super().shutdown(sockets=sockets)
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -74,17 +83,18 @@ def serve(
     """Serve until SIGINT or SIGTERM; *started* gets the address (with the token) and the port once it listens."""
     sock = listening_socket(host, port)
     port = sock.getsockname()[1]
-    engine = EngineThread(open_engine)
-    app = build_app(engine, home=home, token=token, host=host, port=port, default_lang=default_lang, project=project)
+    site = build_app(
+        open_engine, home=home, token=token, host=host, port=port, default_lang=default_lang, project=project
+    )
     config = uvicorn.Config(
-        app,
+        site.app,
         access_log=False,
         log_level="warning",
         lifespan="off",
         timeout_graceful_shutdown=2,
         server_header=False,
     )
-    server = _Server(config)
+    server = _Server(config, site.stopping)
     shown_host = "127.0.0.1" if security.is_wildcard(host) else security.url_host(host)
     url = f"http://{shown_host}:{port}/?token={token}"
     started(url, port)
@@ -94,7 +104,7 @@ def serve(
         server.run(sockets=[sock])
     finally:
         sock.close()
-        engine.close()
+        site.close()
 
 
 __all__ = ["listening_socket", "serve"]
