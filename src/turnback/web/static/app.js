@@ -57,8 +57,10 @@ function updateBlocked() {
   }
 }
 
+/** A button that acts on the session: disabled, with the reason, while that cannot be done (see updateBlocked). */
 function action(label, onclick, attributes = {}) {
-  return element("button", { type: "button", class: "action " + (attributes.class ?? ""), ...attributes, onclick }, label);
+  const classes = ("action " + (attributes.class ?? "")).trim();
+  return element("button", { type: "button", ...attributes, class: classes, onclick }, label);
 }
 
 // -- loading -------------------------------------------------------------------------------------------------------
@@ -253,8 +255,9 @@ const STATE_WORDS = {
   call_status_reverted: ["reverted", "label_reverted"],
 };
 
+/** Every change of the call was taken back (by a revert, or by the undo of its whole turn). */
 function isReverted(call) {
-  return (call.states ?? []).some((state) => STATE_WORDS[state.code]?.[0] === "reverted");
+  return call.changes.length > 0 && call.changes.every((change) => change.reverted);
 }
 
 /** `[[code, words], …]`: the call's states as the server gives them, else "applied" (or running). */
@@ -263,6 +266,7 @@ function statesOf(call) {
     const known = STATE_WORDS[state.code];
     return known ? [known[0], t(known[1])] : [state.code, state.message.replace(/^\s*\((.*)\)$/, "$1")];
   });
+  if (isReverted(call) && !states.some(([code]) => code === "reverted")) states.push(["reverted", t("label_reverted")]);
   if (call.changes.some((change) => change.not_covered)) states.push(["not_covered", t("web_state_not_covered")]);
   if (call.status === "running") states.push(["running", t("web_state_running")]);
   return states.length ? states : [["applied", t("web_state_applied")]];
@@ -570,7 +574,7 @@ async function resend(turn) {
     await api(`sessions/${encodeURIComponent(state.session)}/resend`, { message: turn.number, choice: "cancel", plan: preview.plan.id });
     return;
   }
-  const result = await post("resend", { message: turn.number, choice, apply: true, plan: preview.plan.id });
+  const result = await post("resend", { message: turn.number, choice, plan: preview.plan.id });
   if (result) await finished(result);
 }
 
