@@ -331,7 +331,7 @@ def shown_plan(engine: Engine, session: turnback.Session, fields: Mapping[str, A
 def applied(engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None = None) -> Answer:
     """*plan* applied: the result (200); 409 with the result inside when nothing was done because what the
     files hold changed since the plan (each row's compare-and-swap said so)."""
-    if plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
+    if plan.kind in TAKEN_BACK_AS_SHOWN and plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
         error = turnback.RefusedError(text.force_only_message(plan))  # as the CLI: not applied at all
         return Answer(409, {**data.plan_data(plan, applied=False), **(extra or {}), **boundary.refusal_data(error, 1)})
     result = engine.apply(plan)
@@ -344,6 +344,9 @@ def applied(engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None
 
 
 CHANGED_SINCE_PLAN = frozenset({"changed_since_preview", "refs_moved_together"})
+# What the CLI applies only when a row acts (revert, undo, redo: _common.take_back); a rollback or resend
+# applies as planned (a resend drops what it cannot take back; a rollback moves the head).
+TAKEN_BACK_AS_SHOWN = frozenset({"revert", "undo", "redo"})
 
 
 def _json_response(answered: Answer) -> Response:
