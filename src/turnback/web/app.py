@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -33,13 +33,13 @@ from turnback import Engine, boundary
 from turnback.catalog import LANGUAGES, Message, choose_language, entries, language
 from turnback.render import data, text
 
-from . import security
+from . import openapi, security
+from .bodies import REDO, RESEND, REVERT, ROLLBACK, UNDO, Body
 from .events import Events
 from .page_codes import PAGE_CODES
 from .worker import Answer, EngineThread
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
-MAX_BODY_BYTES = 64 << 10  # a request body is a few fields; anything larger is not one of ours
 
 LANGUAGE_NAMES = {"en": "English", "zh-CN": "简体中文", "ja": "日本語"}
 
@@ -270,10 +270,6 @@ class Api:
     async def resend(self, request: Request) -> Response:
         def work(engine: Engine, session: turnback.Session, fields: dict[str, Any]) -> Answer:
             choice = fields.get("choice")
-            if choice is not None and choice not in RESEND_CHOICES:
-                raise turnback.UsageError(
-                    Message("serve_field_type", field="choice", expected=" | ".join(["null", *RESEND_CHOICES]))
-                )
             if choice is None:
                 plan = engine.plan_resend(session.id, str(fields["message"]), mode="revert")
                 files = data.resend_files_data(engine.resend_files(plan))
@@ -282,6 +278,8 @@ class Api:
             files = data.resend_files_data(engine.resend_files(plan))
             if choice == "cancel":
                 return Answer(200, {"files": files, **data.plan_data(plan, applied=False), "resent": False})
+            if not fields.get("apply"):
+                raise turnback.UsageError(Message("serve_apply_required", choice=choice))
             if choice != plan.resend_mode:
                 plan = engine.plan_again(plan, mode=choice)
             result = applied(engine, plan, {"files": files})
@@ -305,54 +303,6 @@ class Api:
             return Answer(200, {"lang": lang, "languages": languages, "messages": words})
 
         return await self.answer(request, work)
-
-
-class Body(NamedTuple):
-    """A POST body's fields: name -> (the JSON types it may have, whether it must be given)."""
-
-    fields: Mapping[str, tuple[tuple[str, ...], bool]]
-
-    def parse(self, raw: bytes) -> dict[str, Any]:
-        """The fields of *raw* (a JSON object; empty: no field), each of its type; else a refusal naming it."""
-        if len(raw) > MAX_BODY_BYTES:
-            raise turnback.UsageError(Message("serve_body_too_large", limit=MAX_BODY_BYTES))
-        try:
-            given = json.loads(raw) if raw.strip() else {}
-        except (ValueError, UnicodeDecodeError):
-            raise turnback.UsageError(Message("serve_body_not_json")) from None
-        if not isinstance(given, dict):
-            raise turnback.UsageError(Message("serve_body_not_object"))
-        for name in given:
-            if name not in self.fields:
-                raise turnback.UsageError(Message("serve_field_unknown", field=name, known=", ".join(self.fields)))
-        for name, (types, required) in self.fields.items():
-            if name not in given:
-                if required:
-                    raise turnback.UsageError(Message("serve_field_required", field=name))
-                continue
-            if _json_type(given[name]) not in types:
-                raise turnback.UsageError(Message("serve_field_type", field=name, expected=" | ".join(types)))
-        return given
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer" if value >= 0 else "negative"
-    return {str: "string", float: "number", list: "array", dict: "object"}.get(type(value), "other")
-
-
-REF = ("integer", "string")  # a turn: its number, or its id (or a unique prefix)
-APPLY = {"apply": (("boolean",), False), "plan": (("string",), False)}
-REVERT = Body({**APPLY, "anyway": (("boolean",), False)})
-UNDO = Body({**APPLY, "turn": (REF, False), "from": (REF, False), "force": (("boolean",), False)})
-REDO = Body(APPLY)
-ROLLBACK = Body({**APPLY, "node": (REF, True), "expect_head": ((*REF, "null"), False)})
-RESEND = Body({"message": (REF, True), "choice": (("string", "null"), False), "plan": (("string",), False)})
-RESEND_CHOICES = ("revert", "keep", "anyway", "cancel")
 
 
 def _ref(value: object) -> str | None:
@@ -381,7 +331,7 @@ def shown_plan(engine: Engine, session: turnback.Session, fields: Mapping[str, A
 def applied(engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None = None) -> Answer:
     """*plan* applied: the result (200); 409 with the result inside when nothing was done because what the
     files hold changed since the plan (each row's compare-and-swap said so)."""
-    if plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
+    if plan.kind in TAKEN_BACK_AS_SHOWN and plan.status != "applying" and not plan.acting_rows and plan.force_only_rows:
         error = turnback.RefusedError(text.force_only_message(plan))  # as the CLI: not applied at all
         return Answer(409, {**data.plan_data(plan, applied=False), **(extra or {}), **boundary.refusal_data(error, 1)})
     result = engine.apply(plan)
@@ -394,6 +344,9 @@ def applied(engine: Engine, plan: turnback.Plan, extra: Mapping[str, Any] | None
 
 
 CHANGED_SINCE_PLAN = frozenset({"changed_since_preview", "refs_moved_together"})
+# What the CLI applies only when a row acts (revert, undo, redo: _common.take_back); a rollback or resend
+# applies as planned (a resend drops what it cannot take back; a rollback moves the head).
+TAKEN_BACK_AS_SHOWN = frozenset({"revert", "undo", "redo"})
 
 
 def _json_response(answered: Answer) -> Response:
@@ -411,6 +364,11 @@ def session_call(engine: Engine, session: turnback.Session, call_ref: str) -> tu
             )
         )
     return call
+
+
+async def openapi_document(request: Request) -> Response:
+    del request
+    return JSONResponse(openapi.document())
 
 
 async def index(request: Request) -> Response:
@@ -462,7 +420,11 @@ def build_app(
     api = Api(engine, home=home, default_lang=default_lang, project=project)
     events = Events(polled, home=home)
     app = Starlette(
-        routes=[*routes(api), Route("/api/v1/events", events.stream, methods=["GET"])],
+        routes=[
+            *routes(api),
+            Route("/api/v1/events", events.stream, methods=["GET"]),
+            Route("/api/v1/openapi.json", openapi_document, methods=["GET"]),
+        ],
         exception_handlers={HTTPException: api.not_routed},
     )
     guarded = security.Guard(

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import signal
 import socket
-import threading
 import webbrowser
 from collections.abc import Callable, Generator
 
@@ -40,15 +39,7 @@ class _Server(uvicorn.Server):
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in HANDLED_SIGNALS}
-        try:
-            yield
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+        yield  # serve() took SIGINT and SIGTERM before the start line: one sent right after it counts too
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -97,12 +88,15 @@ def serve(
     server = _Server(config, site.stopping)
     shown_host = "127.0.0.1" if security.is_wildcard(host) else security.url_host(host)
     url = f"http://{shown_host}:{port}/?token={token}"
-    started(url, port)
-    if open_browser:
-        webbrowser.open(url)
+    previous = {sig: signal.signal(sig, server.handle_exit) for sig in HANDLED_SIGNALS}
     try:
+        started(url, port)
+        if open_browser:
+            webbrowser.open(url)
         server.run(sockets=[sock])
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         sock.close()
         site.close()
 
