@@ -238,7 +238,20 @@ def files_data(files: Sequence[tuple[str, Message]]) -> dict[str, Any]:
     return {"files": [{"path": path, "state": word(state), "code": state.code} for path, state in files]}
 
 
-def resend_files_data(files: Sequence[Any]) -> list[dict[str, Any]]:
+class ResendFile(Protocol):
+    """A file an edit and resend would revert (the engine's ``ResendFile``; render cannot import the engine)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def added(self) -> int: ...
+    @property
+    def removed(self) -> int: ...
+
+
+def resend_files_data(files: Sequence[ResendFile]) -> list[dict[str, Any]]:
     """``resend --json``'s ``files``: each file once, how many calls changed it, the lines a revert adds and removes."""
     return [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
 
