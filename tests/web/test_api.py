@@ -300,7 +300,7 @@ def test_history_is_the_cli_log_json_with_each_blocks_title_counts_and_states(se
     assert reply.status == 200
     history = reply.json()
     page_keys = {
-        "call": {"title", "kind", "added", "removed", "states"},
+        "call": {"title", "kind", "added", "removed", "states", "denied"},
         "change": {"reverted", "evicted", "not_covered", "binary", "added", "removed"},
     }
     assert _without(history, page_keys) == project.json("log", "--session", project.session)
@@ -322,6 +322,22 @@ def test_history_is_the_cli_log_json_with_each_blocks_title_counts_and_states(se
             "removed": 0,
         }
     ]
+
+
+def test_a_call_the_user_denied_is_marked_denied_in_the_history(served: Served, project: Project) -> None:
+    engine = project.engine
+    engine.begin_turn(project.session, "try a write")
+    denied = engine.begin_call(project.session, "Write", {"file_path": "x.txt"}, cwd=str(project.root))
+    denied.end(failed="denied: the user said no")
+    engine.end_turn(project.session)
+    calls = {
+        call["id"]: call
+        for turn in served.get(session_path(project, "/history")).json()["turns"]
+        for call in turn["calls"]
+    }
+    assert calls[denied.id]["denied"] is True
+    assert [calls[call]["denied"] for call in project.calls] == [False, False, False]
+    assert not (project.root / "x.txt").exists()
 
 
 def test_a_call_is_the_cli_show_json_with_its_input_and_its_diff(served: Served, project: Project) -> None:

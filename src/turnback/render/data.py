@@ -15,6 +15,7 @@ from turnback.render.summary import call_title
 from turnback.render.text import ChangeNotes, action_name, call_states, change_block, result_message
 from turnback.render.views import plan_changes
 
+DENIED = "denied"  # how hooks/claude.py begins the error of a call the user denied
 FULL_DIFF = 1 << 30  # a limit of lines no diff reaches: a page scrolls what a terminal clips
 
 
@@ -141,6 +142,8 @@ def call_block_data(
         "added": added,
         "removed": removed,
         "states": [message_data(state) for state in call_states(call, turn)],
+        # The user said no to it (a harness records a denied call as failed with "denied" as its error).
+        "denied": call.status == "failed" and (call.error or "").startswith(DENIED),
     }
 
 
@@ -235,7 +238,20 @@ def files_data(files: Sequence[tuple[str, Message]]) -> dict[str, Any]:
     return {"files": [{"path": path, "state": word(state), "code": state.code} for path, state in files]}
 
 
-def resend_files_data(files: Sequence[Any]) -> list[dict[str, Any]]:
+class ResendFile(Protocol):
+    """A file an edit and resend would revert (the engine's ``ResendFile``; render cannot import the engine)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def calls(self) -> int: ...
+    @property
+    def added(self) -> int: ...
+    @property
+    def removed(self) -> int: ...
+
+
+def resend_files_data(files: Sequence[ResendFile]) -> list[dict[str, Any]]:
     """``resend --json``'s ``files``: each file once, how many calls changed it, the lines a revert adds and removes."""
     return [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
 

@@ -133,45 +133,40 @@ class Api:
 
         return await self.answer(request, work)
 
-    async def history(self, request: Request) -> Response:
+    async def of_session(self, request: Request, work: Callable[[Engine, turnback.Session], Answer]) -> Response:
+        """A GET of one session's: *work* with the session the address names."""
         ref = request.path_params["session"]
+        return await self.answer(request, lambda engine: work(engine, engine.session(ref)))
 
-        def work(engine: Engine) -> Answer:
-            session_id = engine.session(ref).id
-            engine.mark_interrupted(session_id)
-            turns = engine.log(session_id)
-            session = engine.session(session_id)
-            active = {turn.id for turn in engine.active_line(session_id)}
+    async def history(self, request: Request) -> Response:
+        def work(engine: Engine, session: turnback.Session) -> Answer:
+            engine.mark_interrupted(session.id)
+            turns = engine.log(session.id)
+            session = engine.session(session.id)  # its head as marking interrupted turns left it
+            active = {turn.id for turn in engine.active_line(session.id)}
             resent = {turn.id for turn in turns if turn.resent}
             notes = engine.overlap_notes
             history = data.history_data(session, turns, active=active, resent=resent, notes=notes, load=engine.load)
             return Answer(200, history)
 
-        return await self.answer(request, work)
+        return await self.of_session(request, work)
 
     async def status(self, request: Request) -> Response:
-        ref = request.path_params["session"]
+        def work(engine: Engine, session: turnback.Session) -> Answer:
+            engine.catch_up(session.id)
+            return Answer(200, data.status_data(engine.status(session.id)))
 
-        def work(engine: Engine) -> Answer:
-            session_id = engine.session(ref).id
-            engine.catch_up(session_id)
-            return Answer(200, data.status_data(engine.status(session_id)))
-
-        return await self.answer(request, work)
+        return await self.of_session(request, work)
 
     async def files(self, request: Request) -> Response:
-        ref = request.path_params["session"]
-
-        def work(engine: Engine) -> Answer:
-            return Answer(200, data.files_data(engine.files(engine.session(ref).id)))
-
-        return await self.answer(request, work)
+        return await self.of_session(
+            request, lambda engine, session: Answer(200, data.files_data(engine.files(session.id)))
+        )
 
     async def call(self, request: Request) -> Response:
-        ref, call_ref = request.path_params["session"], request.path_params["call"]
+        call_ref = request.path_params["call"]
 
-        def work(engine: Engine) -> Answer:
-            session = engine.session(ref)
+        def work(engine: Engine, session: turnback.Session) -> Answer:
             call = session_call(engine, session, call_ref)
             hidden = engine.call_hidden(call)
             raw = engine.call_input(call)
@@ -187,7 +182,7 @@ class Api:
             )
             return Answer(200, {"call": view})
 
-        return await self.answer(request, work)
+        return await self.of_session(request, work)
 
     # -- taking back: plan, then apply the plan shown ----------------------------------------
 

@@ -34,6 +34,7 @@ class Operation(NamedTuple):
     refusals: tuple[str, ...] = READ_REFUSALS
     query: tuple[tuple[str, str], ...] = ()  # (name, what it means), strings
     media_type: str = "application/json"
+    success: dict[str, Any] | None = None  # the 200 body's schema, where it is not a CLI object
 
 
 SESSION = "/api/v1/sessions/{session}"
@@ -84,7 +85,13 @@ OPERATIONS = (
         refusals=("401", "403"),
         media_type="text/event-stream",
     ),
-    Operation("get", "/api/v1/openapi.json", "This document", refusals=("401", "403")),
+    Operation(
+        "get",
+        "/api/v1/openapi.json",
+        "This document",
+        refusals=("401", "403"),
+        success={"type": "object", "required": ["openapi", "paths"]},
+    ),
 )
 
 ERROR = {
@@ -162,7 +169,8 @@ def document() -> dict[str, Any]:
     """The OpenAPI document."""
     paths: dict[str, dict[str, Any]] = {}
     for operation in OPERATIONS:
-        success = {"schema": OBJECT} if operation.media_type == "application/json" else {"schema": {"type": "string"}}
+        json_body = operation.media_type == "application/json"
+        success = {"schema": operation.success or (OBJECT if json_body else {"type": "string"})}
         spec: dict[str, Any] = {
             "summary": operation.summary,
             "operationId": operation.method
