@@ -17,10 +17,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, ConsoleMessage, Locator, Page
 
 from tests.conftest import ROOT, cli_env, run_cli
 
@@ -43,9 +47,9 @@ pytest.importorskip("uvicorn", reason="turnback serve needs the web extra (in de
 
 def _chromium() -> str:
     """Debian's chromium; installed with apt-get when missing (as .ci/run does), else the test is skipped."""
-    if not os.path.exists(CHROMIUM) and os.geteuid() == 0 and shutil.which("apt-get"):
+    if not Path(CHROMIUM).exists() and os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900)
-    if not os.path.exists(CHROMIUM):
+    if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing and could not be installed (apt-get install chromium needs root)")
     return CHROMIUM
 
@@ -89,7 +93,7 @@ def served(home: Path) -> Iterator[Served]:
 
 
 @contextlib.contextmanager
-def chromium(profile: Path, locale: str = "en-US"):  # type: ignore[no-untyped-def]
+def chromium(profile: Path, locale: str = "en-US") -> Iterator[BrowserContext]:
     """Headless chromium with a fresh profile, asking for pages in *locale*, 1100 px wide."""
     executable = _chromium()
     with playwright_api.sync_playwright() as driver:
@@ -109,19 +113,19 @@ def chromium(profile: Path, locale: str = "en-US"):  # type: ignore[no-untyped-d
 
 
 @pytest.fixture
-def browser_context(tmp_path: Path):  # type: ignore[no-untyped-def]
+def browser_context(tmp_path: Path) -> Iterator[BrowserContext]:
     with chromium(tmp_path / "profile") as context:
         yield context
 
 
 @pytest.fixture
-def page(browser_context, served: Served, project: Project):  # type: ignore[no-untyped-def]
+def page(browser_context: BrowserContext, served: Served, project: Project) -> Iterator[Page]:
     """The page of *project*, opened from the token address; an error in the console (a CSP refusal, a script
     error) fails the test."""
     opened = browser_context.new_page()
     errors: list[str] = []
 
-    def console(message) -> None:  # type: ignore[no-untyped-def]
+    def console(message: ConsoleMessage) -> None:
         # A refusal (409, 423) or a stopped server is shown on the page, and chromium logs its request too.
         if message.type == "error" and not message.text.startswith("Failed to load resource"):
             errors.append(message.text)
@@ -139,6 +143,7 @@ class Project:
     root: Path
     session: str
     home: Path
+    calls: list[str] = field(default_factory=list)  # the fixture's calls, in order
 
     def cli(self, *args: str, stdin: bytes = b"") -> str:
         result = run_cli(self.home, *args, cwd=self.root, stdin=stdin)
@@ -172,33 +177,35 @@ def project(home: Path, tmp_path: Path) -> Project:
     run_cli(home, "init", cwd=root)
     session = run_cli(home, "session", "new", "--title", "fix parser", cwd=root).out.strip()
     made = Project(root, session, home)
-    made.calls = made.turn(  # type: ignore[attr-defined]
+    made.calls = made.turn(
         "rename two",
         ("edit", "a.txt", "--old", "two", "--new", "TWO"),
         ("write", "new.txt", "created by the agent\n"),
     )
-    made.calls += made.turn("shout three", ("edit", "b.txt", "--old", "bee", "--new", "BEE"))  # type: ignore[attr-defined]
+    made.calls += made.turn("shout three", ("edit", "b.txt", "--old", "bee", "--new", "BEE"))
     return made
 
 
-def block(page, call: str):  # type: ignore[no-untyped-def]
+def block(page: Page, call: str) -> Locator:
     return page.locator(f'[data-call-id="{call}"]')
 
 
-def dialog(page):  # type: ignore[no-untyped-def]
+def dialog(page: Page) -> Locator:
     found = page.get_by_role("dialog")
     found.wait_for()
     return found
 
 
-def expect(locator):  # type: ignore[no-untyped-def]
+def expect(locator: Locator):  # type: ignore[no-untyped-def]  # (playwright's assertion classes are private)
     return playwright_api.expect(locator)
 
 
 # -- seeing ----------------------------------------------------------------------------------------------------------
 
 
-def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_blocks(page, project: Project) -> None:
+def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_blocks(
+    page: Page, project: Project
+) -> None:
     assert "token" not in page.url
     expect(page.locator("#session-list a")).to_have_count(1)
     expect(page.locator("#session-list a")).to_contain_text("fix parser")
@@ -208,7 +215,7 @@ def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_bloc
     expect(page.locator('[data-turn="2"]')).to_contain_text("head")
     first = page.locator('[data-turn="1"] [data-call-id]')
     expect(first).to_have_count(2)
-    edit, write = (block(page, call) for call in project.calls[:2])  # type: ignore[attr-defined]
+    edit, write = (block(page, call) for call in project.calls[:2])
     expect(edit.locator(".tool")).to_have_text("Edit file")
     expect(edit.locator(".target")).to_have_text("a.txt")
     expect(edit.locator(".state")).to_have_text("applied")
@@ -216,8 +223,8 @@ def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_bloc
     expect(write.locator(".target")).to_have_text("new.txt")
 
 
-def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page, project: Project) -> None:
-    edit = block(page, project.calls[0])  # type: ignore[attr-defined]
+def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page: Page, project: Project) -> None:
+    edit = block(page, project.calls[0])
     edit.locator(".call-toggle").click()
     diff = edit.locator("pre.diff")
     expect(diff).to_contain_text("-two")
@@ -230,8 +237,27 @@ def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page, 
     expect(edit.locator("pre.input")).to_contain_text('"new": "TWO"')
 
 
-def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page, project: Project) -> None:
-    edit = block(page, project.calls[0])  # type: ignore[attr-defined]
+def test_a_binary_file_says_so_instead_of_a_diff(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "logo")
+    wrote = run_cli(
+        project.home,
+        "--json",
+        "write",
+        "--session",
+        project.session,
+        "logo.bin",
+        cwd=project.root,
+        stdin=bytes(range(256)),
+    )
+    project.cli("turn", "end", "--session", project.session)
+    call = str(wrote.json()["call"]["id"])  # type: ignore[index]
+    block(page, call).locator(".call-toggle").click()
+    expect(block(page, call).locator(".binary")).to_contain_text("Binary files differ")
+    expect(block(page, call).locator("pre.diff")).to_have_count(0)
+
+
+def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page: Page, project: Project) -> None:
+    edit = block(page, project.calls[0])
     icon = edit.get_by_role("button", name="Revert", exact=True)
     page.mouse.move(0, 0)
     expect(icon).to_have_css("opacity", "0")
@@ -248,7 +274,7 @@ def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page, proje
 def test_revert_asks_first_with_the_host_and_the_diff_then_restores_the_file_and_shows_reverted(
     page, project: Project
 ) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").click()
     block(page, call).get_by_role("button", name="Revert", exact=True).last.click()
     asked = dialog(page)
@@ -260,8 +286,8 @@ def test_revert_asks_first_with_the_host_and_the_diff_then_restores_the_file_and
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_escape_cancels_the_confirmation_and_changes_nothing(page, project: Project) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+def test_escape_cancels_the_confirmation_and_changes_nothing(page: Page, project: Project) -> None:
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").focus()
     page.keyboard.press("Tab")  # the header's Revert icon
     page.keyboard.press("Enter")
@@ -272,8 +298,8 @@ def test_escape_cancels_the_confirmation_and_changes_nothing(page, project: Proj
     expect(block(page, call).locator(".state")).to_have_text("applied")
 
 
-def test_a_revert_with_the_keyboard_alone(page, project: Project) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+def test_a_revert_with_the_keyboard_alone(page: Page, project: Project) -> None:
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").focus()
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
@@ -284,8 +310,8 @@ def test_a_revert_with_the_keyboard_alone(page, project: Project) -> None:
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_a_created_file_offers_delete(page, project: Project) -> None:
-    call = project.calls[1]  # type: ignore[attr-defined]
+def test_a_created_file_offers_delete(page: Page, project: Project) -> None:
+    call = project.calls[1]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("new.txt")
@@ -295,9 +321,9 @@ def test_a_created_file_offers_delete(page, project: Project) -> None:
     assert not (project.root / "new.txt").exists()
 
 
-def test_a_created_file_changed_since_offers_delete_anyway(page, project: Project) -> None:
+def test_a_created_file_changed_since_offers_delete_anyway(page: Page, project: Project) -> None:
     (project.root / "new.txt").write_bytes(b"the user's words\n")
-    call = project.calls[1]  # type: ignore[attr-defined]
+    call = project.calls[1]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked.get_by_role("button", name="Delete", exact=True)).to_have_count(0)
@@ -313,7 +339,7 @@ def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_resto
 ) -> None:
     later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
     page.wait_for_selector('[data-turn="3"]')  # it arrived live
-    call = project.calls[0]  # type: ignore[attr-defined]
+    call = project.calls[0]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("a.txt changed since the call")
@@ -330,10 +356,10 @@ def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_resto
     assert (project.root / "a.txt").read_bytes() == b"one\ntwo\nthree\n"
 
 
-def test_the_link_to_the_later_call_opens_its_block(page, project: Project) -> None:
+def test_the_link_to_the_later_call_opens_its_block(page: Page, project: Project) -> None:
     later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
     page.wait_for_selector(f'[data-call-id="{later}"]')
-    block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True).click()  # type: ignore[attr-defined]
+    block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True).click()
     dialog(page).locator("a.later-call").click()
     expect(page.get_by_role("dialog")).to_have_count(0)
     expect(block(page, later).locator("pre.diff")).to_contain_text("+3")
@@ -343,7 +369,9 @@ def test_the_link_to_the_later_call_opens_its_block(page, project: Project) -> N
 # -- rollback, redo, resend ------------------------------------------------------------------------------------------
 
 
-def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it_saw(page, project: Project) -> None:
+def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it_saw(
+    page: Page, project: Project
+) -> None:
     page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("b.txt")
@@ -356,7 +384,9 @@ def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it
     assert (project.root / "a.txt").read_bytes() == b"one\nTWO\nthree\n"
 
 
-def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_nothing(page, project: Project) -> None:
+def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_nothing(
+    page: Page, project: Project
+) -> None:
     page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
     asked = dialog(page)
     project.turn("meanwhile", ("write", "c.txt", "sea\n"))
@@ -366,7 +396,7 @@ def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_no
     assert (project.root / "c.txt").read_bytes() == b"sea\n"
 
 
-def test_an_undone_turn_is_greyed_and_offers_redo(page, project: Project) -> None:
+def test_an_undone_turn_is_greyed_and_offers_redo(page: Page, project: Project) -> None:
     project.cli("undo", "--session", project.session, "--yes")
     turn = page.locator('[data-turn="2"]')
     expect(turn).to_contain_text("undone")
@@ -378,12 +408,12 @@ def test_an_undone_turn_is_greyed_and_offers_redo(page, project: Project) -> Non
     assert (project.root / "b.txt").read_bytes() == b"BEE\n"
 
 
-def _resend(page, number: int):  # type: ignore[no-untyped-def]
+def _resend(page: Page, number: int) -> Locator:
     page.locator(f'[data-turn="{number}"]').get_by_role("button", name="Edit and Resend", exact=True).click()
     return dialog(page)
 
 
-def test_edit_and_resend_revert_and_send(page, project: Project) -> None:
+def test_edit_and_resend_revert_and_send(page: Page, project: Project) -> None:
     asked = _resend(page, 2)
     expect(asked).to_contain_text("b.txt")
     asked.get_by_role("button", name="Revert and Send", exact=True).click()
@@ -391,13 +421,13 @@ def test_edit_and_resend_revert_and_send(page, project: Project) -> None:
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_edit_and_resend_keep_files_and_send(page, project: Project) -> None:
+def test_edit_and_resend_keep_files_and_send(page: Page, project: Project) -> None:
     _resend(page, 2).get_by_role("button", name="Keep Files and Send", exact=True).click()
     expect(page.locator('[data-turn="2"]')).to_contain_text("replaced by an edited message")
     assert (project.root / "b.txt").read_bytes() == b"BEE\n"
 
 
-def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page, project: Project) -> None:
+def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page: Page, project: Project) -> None:
     (project.root / "b.txt").write_bytes(b"the user's bee\n")
     asked = _resend(page, 2)
     expect(asked.locator(".staying")).to_contain_text("b.txt")
@@ -407,7 +437,7 @@ def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page, project: 
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
-def test_edit_and_resend_cancel_changes_nothing(page, project: Project) -> None:
+def test_edit_and_resend_cancel_changes_nothing(page: Page, project: Project) -> None:
     asked = _resend(page, 1)
     expect(asked).to_contain_text("a.txt")
     expect(asked).to_contain_text("new.txt")
@@ -419,7 +449,7 @@ def test_edit_and_resend_cancel_changes_nothing(page, project: Project) -> None:
     assert (project.root / "new.txt").exists()
 
 
-def test_the_files_view_lists_each_file_with_its_state(page, project: Project) -> None:
+def test_the_files_view_lists_each_file_with_its_state(page: Page, project: Project) -> None:
     page.get_by_role("tab", name="Files").click()
     files = page.locator(".files li")
     expect(files).to_have_count(3)
@@ -430,18 +460,18 @@ def test_the_files_view_lists_each_file_with_its_state(page, project: Project) -
 # -- live, busy, disconnected ----------------------------------------------------------------------------------------
 
 
-def test_a_new_turn_appears_live_without_a_reload(page, project: Project) -> None:
+def test_a_new_turn_appears_live_without_a_reload(page: Page, project: Project) -> None:
     page.evaluate("window.notReloaded = true")
     project.turn("live one", ("write", "live.txt", "hello\n"))
     expect(page.locator('[data-turn="3"]')).to_contain_text("live one")
     assert page.evaluate("window.notReloaded") is True
 
 
-def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page, project: Project) -> None:
+def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page: Page, project: Project) -> None:
     holder = subprocess.Popen(["sleep", "60"])
     try:
         project.cli("turn", "begin", "--session", project.session, "--message", "busy", "--pid", str(holder.pid))
-        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)  # type: ignore[attr-defined]
+        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
         expect(revert).to_be_disabled()
         expect(page.locator("#busy")).to_contain_text("running")
         assert "running" in (revert.get_attribute("title") or "")
@@ -452,8 +482,8 @@ def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page, project: P
         holder.wait()
 
 
-def test_buttons_are_disabled_while_the_connection_is_lost(page, project: Project, served: Served) -> None:
-    revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)  # type: ignore[attr-defined]
+def test_buttons_are_disabled_while_the_connection_is_lost(page: Page, project: Project, served: Served) -> None:
+    revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
     expect(revert).to_be_enabled()
     served.stop()
     expect(revert).to_be_disabled()
@@ -479,7 +509,7 @@ LABELS = {
 
 
 @pytest.mark.parametrize("lang", sorted(LABELS))
-def test_the_language_switch_shows_the_exact_labels(page, project: Project, lang: str) -> None:
+def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project, lang: str) -> None:
     revert, reverted, delete, revert_send, keep_send, send_anyway, restore_anyway, delete_anyway = LABELS[lang]
     created = project.turn("make c", ("write", "c.txt", "sea\n"))[0]
     (project.root / "c.txt").write_bytes(b"the user's sea\n")
@@ -495,7 +525,7 @@ def test_the_language_switch_shows_the_exact_labels(page, project: Project, lang
         expect(page.get_by_role("dialog")).to_have_count(0)
         return names
 
-    calls = project.calls  # type: ignore[attr-defined]
+    calls = project.calls
     assert labels_of_revert(calls[1])[:1] == [delete]
     assert labels_of_revert(created)[:1] == [delete_anyway]
     assert labels_of_revert(calls[2])[:1] == [restore_anyway]
@@ -514,26 +544,26 @@ def test_the_default_language_comes_from_the_browser(served: Served, project: Pr
     with chromium(tmp_path / "japanese", locale="ja-JP") as context:
         japanese = context.new_page()
         japanese.goto(served.url)
-        expect(block(japanese, project.calls[0]).locator(".state")).to_have_text("適用済み")  # type: ignore[attr-defined]
+        expect(block(japanese, project.calls[0]).locator(".state")).to_have_text("適用済み")
         expect(japanese.locator("html")).to_have_attribute("lang", "ja")
         expect(japanese.get_by_role("button", name="元に戻す", exact=True).first).to_be_attached()
 
 
-def test_the_page_is_readable_360_px_wide(page, project: Project) -> None:
+def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360
-    expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()  # type: ignore[attr-defined]
+    expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()
 
 
-def test_screenshots_of_the_main_views(page, project: Project, tmp_path: Path) -> None:
+def test_screenshots_of_the_main_views(page: Page, project: Project, tmp_path: Path) -> None:
     folder = ROOT / "docs" / "web" if os.environ.get("TURNBACK_SCREENSHOTS") == "1" else tmp_path / "shots"
     folder.mkdir(parents=True, exist_ok=True)
-    block(page, project.calls[0]).locator(".call-toggle").click()  # type: ignore[attr-defined]
-    expect(block(page, project.calls[0]).locator("pre.diff")).to_be_visible()  # type: ignore[attr-defined]
+    block(page, project.calls[0]).locator(".call-toggle").click()
+    expect(block(page, project.calls[0]).locator("pre.diff")).to_be_visible()
     page.screenshot(path=str(folder / "history.png"), full_page=True)
     (project.root / "b.txt").write_bytes(b"the user's bee\n")
-    block(page, project.calls[2]).locator(".revert-icon").click()  # type: ignore[attr-defined]
+    block(page, project.calls[2]).locator(".revert-icon").click()
     dialog(page)
     time.sleep(0.2)  # the dialog's backdrop settles
     page.screenshot(path=str(folder / "revert-conflict.png"))

@@ -250,7 +250,6 @@ function targetOf(call) {
 const STATE_WORDS = {
   call_status_cut_short: ["cut_short", "web_state_cut_short"],
   call_status_failed: ["failed", "web_state_failed"],
-  call_status_denied: ["denied", "web_state_denied"],
   call_status_evicted: ["evicted", "web_state_evicted"],
   call_status_reverted: ["reverted", "label_reverted"],
 };
@@ -263,6 +262,8 @@ function isReverted(call) {
 /** `[[code, words], …]`: the call's states as the server gives them, else "applied" (or running). */
 function statesOf(call) {
   const states = (call.states ?? []).map((state) => {
+    // A call the user said no to failed with that answer: the server marks it denied.
+    if (call.denied && STATE_WORDS[state.code]?.[0] === "failed") return ["denied", t("web_state_denied")];
     const known = STATE_WORDS[state.code];
     return known ? [known[0], t(known[1])] : [state.code, state.message.replace(/^\s*\((.*)\)$/, "$1")];
   });
@@ -574,7 +575,7 @@ async function resend(turn) {
     await api(`sessions/${encodeURIComponent(state.session)}/resend`, { message: turn.number, choice: "cancel", plan: preview.plan.id });
     return;
   }
-  const result = await post("resend", { message: turn.number, choice, plan: preview.plan.id });
+  const result = await post("resend", { message: turn.number, choice, apply: true, plan: preview.plan.id });
   if (result) await finished(result);
 }
 
