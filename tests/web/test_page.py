@@ -559,20 +559,25 @@ def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:
 def test_screenshots_of_the_main_views(page: Page, project: Project, tmp_path: Path) -> None:
     folder = ROOT / "docs" / "web" if os.environ.get("TURNBACK_SCREENSHOTS") == "1" else tmp_path / "shots"
     folder.mkdir(parents=True, exist_ok=True)
-    block(page, project.calls[0]).locator(".call-toggle").click()
-    expect(block(page, project.calls[0]).locator("pre.diff")).to_be_visible()
+    edit = block(page, project.calls[0])
+    edit.locator(".call-toggle").click()
+    expect(edit.locator("pre.diff")).to_be_visible()
     page.screenshot(path=str(folder / "history.png"), full_page=True)
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(folder / "history-dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
+    page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
+    dialog(page)
+    time.sleep(0.2)  # the dialog's backdrop settles
+    page.screenshot(path=str(folder / "rollback.png"))
+    page.keyboard.press("Escape")
     (project.root / "b.txt").write_bytes(b"the user's bee\n")
     block(page, project.calls[2]).locator(".revert-icon").click()
     dialog(page)
-    time.sleep(0.2)  # the dialog's backdrop settles
+    time.sleep(0.2)
     page.screenshot(path=str(folder / "revert-conflict.png"))
-    page.keyboard.press("Escape")
-    page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
-    dialog(page)
-    page.screenshot(path=str(folder / "rollback.png"))
     page.keyboard.press("Escape")
     page.set_viewport_size({"width": 360, "height": 740})
     page.screenshot(path=str(folder / "narrow.png"))
-    for name in ("history", "revert-conflict", "rollback", "narrow"):
+    for name in ("history", "history-dark", "rollback", "revert-conflict", "narrow"):
         assert (folder / f"{name}.png").stat().st_size > 1000

@@ -444,12 +444,25 @@ function laterCall(row) {
   return null;
 }
 
+/** The plan's rows: action, path, its +/- lines (a rollback's `files`), why, and the diff it writes back. */
 function planRows(plan, host, call) {
   const rows = element("div", { class: "plan-rows" });
+  const counts = new Map((plan.files ?? []).filter((file) => !file.binary).map((file) => [file.path, file]));
   for (const row of plan.rows) {
     const conflict = Boolean(row.conflict);
     const item = element("section", { class: "plan-row" + (conflict ? " conflict" : "") });
-    item.append(element("p", {}, element("span", { class: "row-action" }, row.action), " ", element("code", {}, row.path), row.message ? " — " + row.message : ""));
+    const lines = counts.get(row.path);
+    item.append(
+      element(
+        "p",
+        {},
+        element("span", { class: "row-action" }, row.action),
+        " ",
+        element("code", {}, row.path),
+        lines ? element("span", { class: "counts" }, " " + t("web_added_removed", { added: lines.added, removed: lines.removed })) : null,
+        row.message ? " — " + row.message : "",
+      ),
+    );
     if (conflict && call) {
       item.append(element("p", {}, t("web_conflict", { path: row.path })));
       const later = laterCall(row);
@@ -514,13 +527,6 @@ async function rollback(turn) {
   const host = preview.host ?? location.hostname;
   const headSeen = preview.head !== undefined ? preview.head : state.history.head;
   const body = [planRows(preview, host, null)];
-  if (preview.files?.length) {
-    const files = element("ul", { class: "going-back" });
-    for (const file of preview.files) {
-      files.append(element("li", {}, element("code", {}, file.path), " ", file.binary ? "" : t("web_added_removed", { added: file.added, removed: file.removed })));
-    }
-    body.push(files);
-  }
   const leaving = (preview.turns ?? []).map((id) => turnNumberOf(id)).filter((n) => n !== undefined);
   if (leaving.length) {
     body.push(element("p", {}, t("web_turns_leave")));
