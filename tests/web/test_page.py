@@ -26,7 +26,8 @@ import pytest
 if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, ConsoleMessage, Locator, Page
 
-from tests.conftest import ROOT, cli_env, run_cli
+import turnback
+from tests.conftest import ROOT, TEST_KEY, cli_env, run_cli
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -151,38 +152,37 @@ class Project:
         return result.out.strip()
 
     def turn(self, message: str, *steps: tuple[str, ...]) -> list[str]:
-        """A turn of *steps* (CLI verbs after ``--session S``); returns each call's id."""
-        self.cli("turn", "begin", "--session", self.session, "--message", message)
-        calls = []
-        for step in steps:
-            verb, *rest = step
-            stdin = b""
-            if verb == "write":
-                *rest, text = rest
-                stdin = text.encode()
-            result = run_cli(self.home, "--json", verb, "--session", self.session, *rest, cwd=self.root, stdin=stdin)
-            assert result.rc == 0, (step, result.out, result.err)
-            calls.append(str(result.json()["call"]["id"]))  # type: ignore[index]
-        self.cli("turn", "end", "--session", self.session)
+        """A turn of *steps*, recorded by the engine as the CLI's verbs do (``("edit", PATH, OLD, NEW)``,
+        ``("write", PATH, TEXT)``), from another process than the server's; returns each call's id."""
+        with turnback.Engine.open(str(self.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+            engine.begin_turn(self.session, message)
+            calls = []
+            for verb, path, *rest in steps:
+                if verb == "write":
+                    call = engine.write(self.session, path, rest[0].encode(), cwd=str(self.root))
+                else:
+                    call = engine.edit(self.session, path, rest[0], rest[1], cwd=str(self.root))
+                calls.append(call.id)
+            engine.end_turn(self.session)
         return calls
 
 
 @pytest.fixture
 def project(home: Path, tmp_path: Path) -> Project:
-    """Two turns: turn 1 edits a.txt and writes new.txt; turn 2 edits a.txt again."""
+    """Two turns, recorded by the engine: turn 1 edits a.txt and writes new.txt; turn 2 edits b.txt."""
     root = tmp_path / "project"
     root.mkdir()
     (root / "a.txt").write_bytes(b"one\ntwo\nthree\n")
     (root / "b.txt").write_bytes(b"bee\n")
-    run_cli(home, "init", cwd=root)
-    session = run_cli(home, "session", "new", "--title", "fix parser", cwd=root).out.strip()
+    with turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        session = engine.new_session(str(root), title="fix parser").id
     made = Project(root, session, home)
     made.calls = made.turn(
         "rename two",
-        ("edit", "a.txt", "--old", "two", "--new", "TWO"),
+        ("edit", "a.txt", "two", "TWO"),
         ("write", "new.txt", "created by the agent\n"),
     )
-    made.calls += made.turn("shout three", ("edit", "b.txt", "--old", "bee", "--new", "BEE"))
+    made.calls += made.turn("shout three", ("edit", "b.txt", "bee", "BEE"))
     return made
 
 
@@ -337,7 +337,7 @@ def test_a_created_file_changed_since_offers_delete_anyway(page: Page, project: 
 def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_restore_anyway(
     page, project: Project
 ) -> None:
-    later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
+    later = project.turn("again", ("edit", "a.txt", "three", "3"))[0]
     page.wait_for_selector('[data-turn="3"]')  # it arrived live
     call = project.calls[0]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
@@ -357,7 +357,7 @@ def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_resto
 
 
 def test_the_link_to_the_later_call_opens_its_block(page: Page, project: Project) -> None:
-    later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
+    later = project.turn("again", ("edit", "a.txt", "three", "3"))[0]
     page.wait_for_selector(f'[data-call-id="{later}"]')
     block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True).click()
     dialog(page).locator("a.later-call").click()
