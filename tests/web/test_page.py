@@ -223,6 +223,24 @@ def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_bloc
     expect(write.locator(".target")).to_have_text("new.txt")
 
 
+def test_sessions_of_every_project_are_listed_most_recently_active_first(
+    page: Page, project: Project, tmp_path: Path
+) -> None:
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        other = engine.new_session(str(other_root), title="write docs").id
+    Project(other_root, other, project.home).turn("docs", ("write", "docs.md", "# docs\n"))
+    sessions = page.locator("#session-list a")
+    expect(sessions).to_have_count(2)  # it arrived live
+    expect(sessions.nth(0)).to_contain_text("write docs")
+    expect(sessions.nth(1)).to_contain_text("fix parser")
+    sessions.nth(0).click()
+    expect(page.locator("[data-turn]")).to_have_count(1)
+    expect(page.locator('[data-turn="1"]')).to_contain_text("docs.md")
+    assert "s=" + other in page.url
+
+
 def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page: Page, project: Project) -> None:
     edit = block(page, project.calls[0])
     edit.locator(".call-toggle").click()
@@ -476,6 +494,23 @@ def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page: Page, proj
         expect(page.locator("#busy")).to_contain_text("running")
         assert "running" in (revert.get_attribute("title") or "")
         project.cli("turn", "end", "--session", project.session)
+        expect(revert).to_be_enabled()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_buttons_are_disabled_with_the_reason_while_a_compaction_runs(page: Page, project: Project) -> None:
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), "compaction")
+        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
+        expect(revert).to_be_disabled()
+        expect(page.locator("#busy")).to_contain_text("compaction")
+        rollback = page.get_by_role("button", name="Rollback to turn 1", exact=True)
+        expect(rollback).to_be_disabled()
+        assert "compaction" in (rollback.get_attribute("title") or "")
+        project.cli("busy", "end", "--session", project.session)
         expect(revert).to_be_enabled()
     finally:
         holder.kill()
