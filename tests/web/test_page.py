@@ -274,6 +274,18 @@ def test_a_binary_file_says_so_instead_of_a_diff(page: Page, project: Project) -
     expect(block(page, call).locator("pre.diff")).to_have_count(0)
 
 
+def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, project: Project) -> None:
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        engine.begin_turn(project.session, "harness write")
+        handle = engine.begin_call(project.session, "Write", {"file_path": "half.txt"}, cwd=str(project.root))
+        handle.before("half.txt")
+        (project.root / "half.txt").write_bytes(b"half\n")
+        engine.end_turn(project.session)  # no after: the harness died mid-call
+    cut = page.locator('[data-turn="3"] [data-call-id]')
+    expect(cut.locator(".state")).to_contain_text(["may be cut short"])
+    expect(cut.locator(".tool")).to_have_text("Write file")
+
+
 def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page: Page, project: Project) -> None:
     edit = block(page, project.calls[0])
     icon = edit.get_by_role("button", name="Revert", exact=True)
