@@ -15,7 +15,7 @@ from turnback.render.summary import call_title
 from turnback.render.text import ChangeNotes, action_name, call_states, change_block, result_message
 from turnback.render.views import plan_changes
 
-DENIED = "denied"  # how hooks/claude.py begins the error of a call the user denied
+DENIED = frozenset({"call_denied", "call_denied_because"})  # a call's error when the user said no to it
 FULL_DIFF = 1 << 30  # a limit of lines no diff reaches: a page scrolls what a terminal clips
 
 
@@ -27,7 +27,7 @@ class SessionStatus(Protocol):
     @property
     def running(self) -> Sequence[Turn]: ...
     @property
-    def busy(self) -> Sequence[str]: ...
+    def busy(self) -> Sequence[Message]: ...
     @property
     def commands(self) -> Sequence[Call]: ...
     @property
@@ -130,7 +130,7 @@ def call_block_data(
         item.update(
             reverted=change.reverted,
             evicted=change.evicted,
-            not_covered=change.not_covered,
+            not_covered=word(change.not_covered) if change.not_covered else None,
             binary=diff is not None and diff.binary,
             added=diff.added if counted and diff else 0,
             removed=diff.removed if counted and diff else 0,
@@ -142,8 +142,7 @@ def call_block_data(
         "added": added,
         "removed": removed,
         "states": [message_data(state) for state in call_states(call, turn)],
-        # The user said no to it (a harness records a denied call as failed with "denied" as its error).
-        "denied": call.status == "failed" and (call.error or "").startswith(DENIED),
+        "denied": call.error is not None and call.error.code in DENIED,  # the user said no to it
     }
 
 
@@ -201,7 +200,7 @@ def call_view_data(
         "ended_at": call.ended_at,
         "exit_code": call.exit_code,
         "late": call.late,
-        "error": None if hide_error else call.error,
+        "error": None if hide_error or call.error is None else word(call.error),
         "input": raw_input,
         "input_missing": message_data(missing_input) if raw_input is None and missing_input else None,
         "diffs": [change_diff_data(change, load, hidden=change.path in hidden) for change in call.changes],
@@ -226,7 +225,7 @@ def status_data(status: SessionStatus) -> dict[str, Any]:
         "session": status.session.id,
         "head": status.session.head,
         "running_turns": [t.id for t in status.running],
-        "busy": list(status.busy),
+        "busy": [word(reason) for reason in status.busy],
         "commands": [c.id for c in status.commands],
         "interrupted": plan_data(interrupted, applied=False) if interrupted else None,
         "kept_bytes": status.kept_bytes,

@@ -1,4 +1,4 @@
-"""The HTTP API and the page's files: a Starlette app over one :class:`~turnback.Engine`.
+"""The HTTP API and the page's files: a Starlette app over the engine (``worker.EngineThread``).
 
 Each route parses its request, calls the engine, and answers with the JSON
 object the CLI prints with ``--json`` for the same verb (``render/data.py``),
@@ -7,9 +7,8 @@ engine's plans, busy checks and compare-and-swap do. A refusal is the CLI's
 error object (``code``, ``params``, ``message``), worded in the request's
 language, with the HTTP status of its kind (:func:`status_of`).
 
-The engine lives in one thread of its own (an SQLite connection belongs to
-the thread that opened it), so requests reach it one at a time, as the CLI's
-commands would one after the other.
+Requests reach their engine one at a time, in a thread of its own, as the
+CLI's commands would one after the other; the event stream polls another.
 """
 
 from __future__ import annotations
@@ -30,17 +29,18 @@ from starlette.staticfiles import StaticFiles
 
 import turnback
 from turnback import Engine, boundary
-from turnback.catalog import LANGUAGES, Message, choose_language, entries, language
+from turnback.catalog import LANGUAGES, Message, choose_language, entries, language, word
 from turnback.render import data, text
 
 from . import openapi, security
-from .bodies import REDO, RESEND, REVERT, ROLLBACK, UNDO, Body
+from .bodies import MAX_BODY_BYTES, REDO, RESEND, REVERT, ROLLBACK, UNDO, Body
 from .events import Events
 from .page_codes import PAGE_CODES
 from .worker import Answer, EngineThread
 
 STATIC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "static")
 
+EXIT_UNEXPECTED = 70  # what the CLI exits with for a bug: the error object says so too
 LANGUAGE_NAMES = {"en": "English", "zh-CN": "简体中文", "ja": "日本語"}
 
 
@@ -107,8 +107,8 @@ class Api:
             answered = await self.engine.run(lang, work)
         except Exception:
             logged = boundary.log_unexpected(self.home, "turnback serve")
-            message = "unexpected error" + (f" (logged in {logged})" if logged else "")
-            answered = Answer(500, boundary.error_data("unexpected", message, 70))
+            said = Message("unexpected_error_logged", log=logged) if logged else Message("unexpected_error")
+            answered = Answer(500, boundary.error_data("unexpected", word(said, lang), EXIT_UNEXPECTED))
         return _json_response(answered)
 
     async def not_routed(self, request: Request, exc: Exception) -> Response:
@@ -189,11 +189,15 @@ class Api:
     async def post(
         self, request: Request, body: Body, work: Callable[[Engine, turnback.Session, dict[str, Any]], Answer]
     ) -> Response:
-        raw = await request.body()
+        raw = bytearray()
+        async for chunk in request.stream():  # read no further than a body can be: its parse refuses it
+            raw += chunk
+            if len(raw) > MAX_BODY_BYTES:
+                break
         ref = request.path_params["session"]
 
         def parsed(engine: Engine) -> Answer:
-            fields = body.parse(raw)
+            fields = body.parse(bytes(raw))
             return work(engine, engine.session(ref), fields)
 
         return await self.answer(request, parsed)

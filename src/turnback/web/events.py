@@ -50,7 +50,7 @@ class Events:
         version: int | None = None
         markers: dict[str, str] = {}
         first = True
-        while not self.closing.is_set():
+        while not self.closing.is_set() and self.listeners:  # with no one listening it ends; a stream starts it
             try:
                 now = await self.engine.call(Engine.data_version)
                 if now != version:
