@@ -32,8 +32,6 @@ PAGE_CODES: tuple[str, ...] = (
     "no_input_recorded",
     "no_turns_yet",
     "no_files_changed",
-    "binary_files_differ",
-    "files_differ_too_large",
     # the page's own
     "web_page_title",
     "web_sessions",

@@ -81,7 +81,7 @@ async function loadSession() {
   ]);
   state.history = history.ok ? history.data : null;
   state.status = status.ok ? status.data : null;
-  if (files) state.files = files.ok ? files.data.files ?? [] : [];
+  if (files) state.files = files.ok ? (files.data.files ?? []) : [];
   if (!history.ok) note(errorText(history), true);
   // A call's detail may have changed (reverted, a later call): re-read the expanded ones.
   state.details.clear();
@@ -157,7 +157,13 @@ function renderSession() {
   }
   root.append(tabs);
   if (state.notice) {
-    root.append(element("p", { class: state.notice.alert ? "notice alert" : "notice", role: state.notice.alert ? "alert" : "status" }, state.notice.text));
+    root.append(
+      element(
+        "p",
+        { class: state.notice.alert ? "notice alert" : "notice", role: state.notice.alert ? "alert" : "status" },
+        state.notice.text,
+      ),
+    );
   }
   root.append(state.view === "files" ? renderFiles() : renderHistory());
   updateBlocked();
@@ -169,13 +175,11 @@ function renderFiles() {
   if (state.files === null) list.append(element("li", { class: "hint" }, t("web_loading")));
   else if (!state.files.length) list.append(element("li", { class: "hint" }, t("no_files_changed")));
   for (const file of state.files ?? []) {
-    list.append(element("li", {}, element("code", {}, file.path), element("span", { class: "file-state" }, file.state)));
+    list.append(
+      element("li", {}, element("code", {}, file.path), element("span", { class: "file-state" }, file.state)),
+    );
   }
   return list;
-}
-
-function turnNumberOf(id) {
-  return (state.history?.turns ?? []).find((turn) => turn.id === id)?.number;
 }
 
 function renderHistory() {
@@ -184,12 +188,11 @@ function renderHistory() {
   if (!history) return tree;
   const turns = [...history.turns].sort((a, b) => b.number - a.number);
   if (!turns.length) tree.append(element("p", { class: "hint" }, t("no_turns_yet")));
-  const redoable = Boolean(history.redo ?? turns.some((turn) => turn.undone || turn.branch === "abandoned"));
-  for (const turn of turns) tree.append(renderTurn(turn, history, redoable));
+  for (const turn of turns) tree.append(renderTurn(turn));
   return tree;
 }
 
-function renderTurn(turn, history, redoable) {
+function renderTurn(turn) {
   const marks = [];
   if (turn.head) marks.push(t("mark_head"));
   if (turn.branch === "abandoned") marks.push(t("mark_abandoned"));
@@ -201,9 +204,14 @@ function renderTurn(turn, history, redoable) {
   if (turn.head) classes.push("head");
   if (turn.undone) classes.push("undone");
   const buttons = element("div", { class: "turn-actions" });
-  if (turn.undone && redoable) buttons.append(action(t("web_redo"), () => redo(), { "data-focus": "redo-" + turn.number }));
+  // Redo takes back the newest undo, revert or rollback (its preview says which files it puts back).
+  if (turn.undone) buttons.append(action(t("web_redo"), () => redo(), { "data-focus": "redo-" + turn.number }));
   if (!turn.head && turn.branch !== "resent") {
-    buttons.append(action(t("web_rollback_to", { number: turn.number }), () => rollback(turn), { "data-focus": "rollback-" + turn.number }));
+    buttons.append(
+      action(t("web_rollback_to", { number: turn.number }), () => rollback(turn), {
+        "data-focus": "rollback-" + turn.number,
+      }),
+    );
   }
   if (turn.branch === "active" && !turn.undone) {
     buttons.append(action(t("web_edit_and_resend"), () => resend(turn), { "data-focus": "resend-" + turn.number }));
@@ -213,7 +221,12 @@ function renderTurn(turn, history, redoable) {
   if (!turn.calls.length) calls.append(element("li", { class: "hint" }, t("web_no_calls")));
   return element(
     "article",
-    { class: classes.join(" "), "data-turn": turn.number, "data-turn-id": turn.id, "aria-labelledby": "turn-" + turn.id },
+    {
+      class: classes.join(" "),
+      "data-turn": turn.number,
+      "data-turn-id": turn.id,
+      "aria-labelledby": "turn-" + turn.id,
+    },
     element(
       "header",
       { class: "turn-header" },
@@ -231,7 +244,8 @@ function renderTurn(turn, history, redoable) {
 function toolName(call) {
   const tool = (call.tool ?? "").toLowerCase();
   if (call.kind === "job") return t("web_tool_job");
-  if (call.kind === "command" || ["exec", "bash", "powershell", "run_command"].includes(tool)) return t("web_tool_command");
+  if (call.kind === "command" || ["exec", "bash", "powershell", "run_command"].includes(tool))
+    return t("web_tool_command");
   if (["edit", "multiedit", "notebookedit", "edit_file"].includes(tool)) return t("web_tool_edit");
   if (["write", "write_file"].includes(tool)) return t("web_tool_write");
   return t("web_tool_other", { tool: call.tool });
@@ -297,7 +311,11 @@ function renderCall(call, turn) {
       counts ? element("span", { class: "counts" }, counts) : null,
     ),
     canRevert
-      ? action("↶", () => revert(call), { class: "revert-icon", "aria-label": t("label_revert"), "data-focus": "icon-" + call.id })
+      ? action("↶", () => revert(call), {
+          class: "revert-icon",
+          "aria-label": t("label_revert"),
+          "data-focus": "icon-" + call.id,
+        })
       : null,
   );
   const classes = ["call", ...states.map(([code]) => "state-" + code)].join(" ");
@@ -316,8 +334,26 @@ function renderCallBody(call, canRevert) {
   const tools = element(
     "div",
     { class: "diff-switch", role: "group" },
-    element("button", { type: "button", "aria-pressed": String(!state.split), "data-focus": "unified-" + call.id, onclick: () => setSplit(false) }, t("web_unified")),
-    element("button", { type: "button", "aria-pressed": String(state.split), "data-focus": "split-" + call.id, onclick: () => setSplit(true) }, t("web_split")),
+    element(
+      "button",
+      {
+        type: "button",
+        "aria-pressed": String(!state.split),
+        "data-focus": "unified-" + call.id,
+        onclick: () => setSplit(false),
+      },
+      t("web_unified"),
+    ),
+    element(
+      "button",
+      {
+        type: "button",
+        "aria-pressed": String(state.split),
+        "data-focus": "split-" + call.id,
+        onclick: () => setSplit(true),
+      },
+      t("web_split"),
+    ),
   );
   body.append(tools);
   for (const diff of detail.diffs ?? []) body.append(renderFileDiff(diff));
@@ -329,17 +365,25 @@ function renderCallBody(call, canRevert) {
     { class: "call-actions" },
     element(
       "button",
-      { type: "button", "aria-expanded": String(showing), "data-focus": "input-" + call.id, onclick: () => toggleInput(call.id) },
+      {
+        type: "button",
+        "aria-expanded": String(showing),
+        "data-focus": "input-" + call.id,
+        onclick: () => toggleInput(call.id),
+      },
       showing ? t("web_hide_input") : t("web_show_input"),
     ),
-    canRevert ? action(t("label_revert"), () => revert(call), { class: "primary", "data-focus": "revert-" + call.id }) : null,
+    canRevert
+      ? action(t("label_revert"), () => revert(call), { class: "primary", "data-focus": "revert-" + call.id })
+      : null,
   );
   body.append(buttons);
   return body;
 }
 
 function prettyInput(detail) {
-  if (detail.input === null || detail.input === undefined) return detail.input_missing?.message ?? t("no_input_recorded");
+  if (detail.input === null || detail.input === undefined)
+    return detail.input_missing?.message ?? t("no_input_recorded");
   try {
     return JSON.stringify(JSON.parse(detail.input), null, 2);
   } catch {
@@ -350,20 +394,26 @@ function prettyInput(detail) {
 function renderFileDiff(diff) {
   const section = element("section", { class: "file-diff" });
   if (diff.path) {
-    const counts = diff.binary || diff.too_large ? "" : t("web_added_removed", { added: diff.added ?? 0, removed: diff.removed ?? 0 });
-    section.append(element("h4", {}, element("code", {}, diff.path), diff.kind ? " " + t("kind_" + diff.kind) : "", counts ? " " + counts : ""));
+    const counts =
+      diff.binary || diff.too_large
+        ? ""
+        : t("web_added_removed", { added: diff.added ?? 0, removed: diff.removed ?? 0 });
+    section.append(
+      element(
+        "h4",
+        {},
+        element("code", {}, diff.path),
+        diff.kind ? " " + t("kind_" + diff.kind) : "",
+        counts ? " " + counts : "",
+      ),
+    );
   }
   if (diff.hidden) section.append(element("p", { class: "hint" }, t("ignored_not_shown")));
-  else if (diff.binary || diff.too_large) section.append(element("p", { class: "hint binary" }, diff.note ?? t(diff.too_large ? "files_differ_too_large" : "binary_files_differ", sizes(diff))));
   else if (diff.lines?.length) section.append(state.split ? splitView(diff.lines) : unifiedView(diff.lines));
+  // A binary or oversized file, a link or a mode change: the server's words instead of lines.
+  else if (diff.note)
+    section.append(element("p", { class: diff.binary || diff.too_large ? "hint binary" : "hint" }, diff.note));
   return section;
-}
-
-/** The sizes a binary or oversized file's line names, when the server sent only byte counts. */
-function sizes(diff) {
-  const [old, now] = diff.sizes ?? [0, 0];
-  const shown = (bytes) => (bytes < 1024 ? `${bytes} B` : `${(bytes / 1024).toFixed(1)} KiB`);
-  return { old: shown(old), new: shown(now) };
 }
 
 async function toggleCall(callId) {
@@ -424,15 +474,8 @@ async function post(path, body) {
 }
 
 async function finished(result) {
-  note(result ? result.message ?? t("web_done") : null, false);
+  note(result ? (result.message ?? t("web_done")) : null, false);
   await loadSession();
-}
-
-function findCall(callId) {
-  for (const turn of state.history?.turns ?? []) {
-    for (const call of turn.calls) if (call.id === callId) return call;
-  }
-  return null;
 }
 
 /** The full id of the later call a conflict row names (the server gives its short id), if the page shows it. */
@@ -459,7 +502,13 @@ function planRows(plan, host, call) {
         element("span", { class: "row-action" }, row.action),
         " ",
         element("code", {}, row.path),
-        lines ? element("span", { class: "counts" }, " " + t("web_added_removed", { added: lines.added, removed: lines.removed })) : null,
+        lines
+          ? element(
+              "span",
+              { class: "counts" },
+              " " + t("web_added_removed", { added: lines.added, removed: lines.removed }),
+            )
+          : null,
         row.message ? " — " + row.message : "",
       ),
     );
@@ -467,7 +516,11 @@ function planRows(plan, host, call) {
       item.append(element("p", {}, t("web_conflict", { path: row.path })));
       const later = laterCall(row);
       if (later) {
-        const link = element("a", { href: "#call-" + later, class: "later-call" }, t("web_written_later_by", { call: later.slice(0, 16) }));
+        const link = element(
+          "a",
+          { href: "#call-" + later, class: "later-call" },
+          t("web_written_later_by", { call: later.slice(0, 16) }),
+        );
         link.addEventListener("click", (event) => {
           event.preventDefault();
           link.closest("dialog")?.querySelector("button.cancel")?.click();
@@ -496,12 +549,21 @@ async function revert(call) {
   if (acting.length) buttons.push({ label: plan.action.message, value: "apply", primary: true });
   if (conflicts.length) {
     const deletes = conflicts.every((row) => row.created);
-    buttons.push({ label: t(deletes ? "label_delete_anyway" : "label_restore_anyway"), value: "anyway", primary: !acting.length });
+    buttons.push({
+      label: t(deletes ? "label_delete_anyway" : "label_restore_anyway"),
+      value: "anyway",
+      primary: !acting.length,
+    });
   }
   const single = plan.rows.length === 1 && acting.length === 1 && acting[0].created;
   const title = single ? t("web_delete_asks", { path: acting[0].path, host }) : t("web_revert_asks", { host });
   if (!buttons.length) {
-    await ask({ title: t("web_nothing_to_revert"), body: planRows(plan, host, call), buttons: [], cancel: t("web_close") });
+    await ask({
+      title: t("web_nothing_to_revert"),
+      body: planRows(plan, host, call),
+      buttons: [],
+      cancel: t("web_close"),
+    });
     return;
   }
   const choice = await ask({ title, body: planRows(plan, host, call), buttons, cancel: t("web_cancel") });
@@ -525,12 +587,17 @@ async function rollback(turn) {
   const preview = await post("rollback", { node: turn.number, apply: false });
   if (!preview) return;
   const host = preview.host ?? location.hostname;
-  const headSeen = preview.head !== undefined ? preview.head : state.history.head;
   const body = [planRows(preview, host, null)];
-  const leaving = (preview.turns ?? []).map((id) => turnNumberOf(id)).filter((n) => n !== undefined);
+  const leaving = preview.turn_numbers ?? [];
   if (leaving.length) {
     body.push(element("p", {}, t("web_turns_leave")));
-    body.push(element("ul", { class: "leaving" }, leaving.map((number) => element("li", {}, t("web_turn", { number })))));
+    body.push(
+      element(
+        "ul",
+        { class: "leaving" },
+        leaving.map((number) => element("li", {}, t("web_turn", { number }))),
+      ),
+    );
   }
   const choice = await ask({
     title: t("web_rollback_asks", { number: turn.number, host }),
@@ -539,8 +606,13 @@ async function rollback(turn) {
     cancel: t("web_cancel"),
   });
   if (choice === null) return;
-  const expectHead = headSeen ? turnNumberOf(headSeen) ?? headSeen : 0;
-  const result = await post("rollback", { node: turn.number, expect_head: expectHead, apply: true, plan: preview.plan.id });
+  const expectHead = preview.head ?? 0; // the head this preview saw (0: the start): a moved head is refused
+  const result = await post("rollback", {
+    node: turn.number,
+    expect_head: expectHead,
+    apply: true,
+    plan: preview.plan.id,
+  });
   if (result) await finished(result);
 }
 
@@ -564,21 +636,46 @@ async function resend(turn) {
   const body = [];
   const files = element("ul", { class: "resend-files" });
   for (const file of preview.files ?? []) {
-    files.append(element("li", {}, element("code", {}, file.path), " ", t("web_added_removed", { added: file.added, removed: file.removed })));
+    files.append(
+      element(
+        "li",
+        {},
+        element("code", {}, file.path),
+        " ",
+        t("web_added_removed", { added: file.added, removed: file.removed }),
+      ),
+    );
   }
   body.push(files);
   const staying = preview.rows.filter((row) => row.action === "skip");
   for (const row of staying) {
-    body.push(element("p", { class: "staying" }, element("code", {}, row.path), " ", t("web_stays_as_is", { reason: row.reason ?? row.message ?? "" })));
+    body.push(
+      element(
+        "p",
+        { class: "staying" },
+        element("code", {}, row.path),
+        " ",
+        t("web_stays_as_is", { reason: row.reason ?? row.message ?? "" }),
+      ),
+    );
   }
   const buttons = [
     { label: t("label_revert_and_send"), value: "revert", primary: true },
     { label: t("label_keep_files_and_send"), value: "keep" },
   ];
   if (staying.length) buttons.push({ label: t("label_send_anyway"), value: "anyway" });
-  const choice = await ask({ title: t("web_resend_asks", { number: turn.number }), body, buttons, cancel: t("web_cancel") });
+  const choice = await ask({
+    title: t("web_resend_asks", { number: turn.number }),
+    body,
+    buttons,
+    cancel: t("web_cancel"),
+  });
   if (choice === null) {
-    await api(`sessions/${encodeURIComponent(state.session)}/resend`, { message: turn.number, choice: "cancel", plan: preview.plan.id });
+    await api(`sessions/${encodeURIComponent(state.session)}/resend`, {
+      message: turn.number,
+      choice: "cancel",
+      plan: preview.plan.id,
+    });
     return;
   }
   const result = await post("resend", { message: turn.number, choice, apply: true, plan: preview.plan.id });
@@ -612,7 +709,13 @@ function fromHash() {
 
 async function start() {
   if (!(await loadWords())) {
-    $("session").replaceChildren(element("p", { class: "notice alert", role: "alert" }, "Open the address turnback serve printed (with its token)."));
+    $("session").replaceChildren(
+      element(
+        "p",
+        { class: "notice alert", role: "alert" },
+        "Open the address turnback serve printed (with its token).",
+      ),
+    );
     return;
   }
   const select = $("language");

@@ -1,4 +1,4 @@
-// Building elements from nodes, never from HTML strings: every text a server or a file gave is set as text, never parsed.
+// Building elements from nodes, never from HTML strings: a text a server or a file gave is set as text.
 
 /** `element("button", {class: "x", "aria-label": "…"}, child, "text", …)`; `on*` attributes become listeners. */
 export function element(tag, attributes = {}, ...children) {
