@@ -328,7 +328,8 @@ def test_a_call_the_user_denied_is_marked_denied_in_the_history(served: Served, 
     engine = project.engine
     engine.begin_turn(project.session, "try a write")
     denied = engine.begin_call(project.session, "Write", {"file_path": "x.txt"}, cwd=str(project.root))
-    denied.end(failed="denied: the user said no")
+    denied.end(failed=Message("call_denied_because", why="the user said no"))  # as hooks/claude.py records it
+    engine.begin_call(project.session, "Write", {"file_path": "y.txt"}, cwd=str(project.root)).end(failed="disk full")
     engine.end_turn(project.session)
     calls = {
         call["id"]: call
@@ -337,6 +338,8 @@ def test_a_call_the_user_denied_is_marked_denied_in_the_history(served: Served, 
     }
     assert calls[denied.id]["denied"] is True
     assert [calls[call]["denied"] for call in project.calls] == [False, False, False]
+    failed = [call for call in calls.values() if call["status"] == "failed" and call["id"] != denied.id]
+    assert [call["denied"] for call in failed] == [False]  # failed for another reason
     assert not (project.root / "x.txt").exists()
 
 
