@@ -7,6 +7,7 @@ pictures); without it they go to the test's temp folder.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -16,12 +17,17 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.conftest import ROOT, cli_env, run_cli
+if TYPE_CHECKING:
+    from playwright.sync_api import BrowserContext, ConsoleMessage, Locator, Page
+
+import turnback
+from tests.conftest import ROOT, TEST_KEY, cli_env, run_cli
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,9 +48,9 @@ pytest.importorskip("uvicorn", reason="turnback serve needs the web extra (in de
 
 def _chromium() -> str:
     """Debian's chromium; installed with apt-get when missing (as .ci/run does), else the test is skipped."""
-    if not os.path.exists(CHROMIUM) and os.geteuid() == 0 and shutil.which("apt-get"):
+    if not Path(CHROMIUM).exists() and os.geteuid() == 0 and shutil.which("apt-get"):
         subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900)
-    if not os.path.exists(CHROMIUM):
+    if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing and could not be installed (apt-get install chromium needs root)")
     return CHROMIUM
 
@@ -87,30 +93,45 @@ def served(home: Path) -> Iterator[Served]:
     assert server.stop() == 0
 
 
-@pytest.fixture
-def browser_context(tmp_path: Path):  # type: ignore[no-untyped-def]
-    """A fresh chromium profile, in English, 1100 px wide."""
+@contextlib.contextmanager
+def chromium(profile: Path, locale: str = "en-US") -> Iterator[BrowserContext]:
+    """Headless chromium with a fresh profile, asking for pages in *locale*, 1100 px wide."""
     executable = _chromium()
     with playwright_api.sync_playwright() as driver:
         context = driver.chromium.launch_persistent_context(
-            str(tmp_path / "profile"),
+            str(profile),
             executable_path=executable,
             headless=True,
             args=CHROMIUM_ARGS,
-            locale="en-US",
+            locale=locale,
             viewport={"width": 1100, "height": 900},
         )
         context.set_default_timeout(TIMEOUT_MS)
-        yield context
-        context.close()
+        try:
+            yield context
+        finally:
+            context.close()
 
 
 @pytest.fixture
-def page(browser_context, served: Served):  # type: ignore[no-untyped-def]
-    """The page, opened from the token address; the CSP is never broken (an error in the console fails the test)."""
+def browser_context(tmp_path: Path) -> Iterator[BrowserContext]:
+    with chromium(tmp_path / "profile") as context:
+        yield context
+
+
+@pytest.fixture
+def page(browser_context: BrowserContext, served: Served, project: Project) -> Iterator[Page]:
+    """The page of *project*, opened from the token address; an error in the console (a CSP refusal, a script
+    error) fails the test."""
     opened = browser_context.new_page()
     errors: list[str] = []
-    opened.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+
+    def console(message: ConsoleMessage) -> None:
+        # A refusal (409, 423) or a stopped server is shown on the page, and chromium logs its request too.
+        if message.type == "error" and not message.text.startswith("Failed to load resource"):
+            errors.append(message.text)
+
+    opened.on("console", console)
     opened.on("pageerror", lambda error: errors.append(str(error)))
     opened.goto(served.url)
     opened.wait_for_selector("[data-turn]")
@@ -123,6 +144,7 @@ class Project:
     root: Path
     session: str
     home: Path
+    calls: list[str] = field(default_factory=list)  # the fixture's calls, in order
 
     def cli(self, *args: str, stdin: bytes = b"") -> str:
         result = run_cli(self.home, *args, cwd=self.root, stdin=stdin)
@@ -130,59 +152,60 @@ class Project:
         return result.out.strip()
 
     def turn(self, message: str, *steps: tuple[str, ...]) -> list[str]:
-        """A turn of *steps* (CLI verbs after ``--session S``); returns each call's id."""
-        self.cli("turn", "begin", "--session", self.session, "--message", message)
-        calls = []
-        for step in steps:
-            verb, *rest = step
-            stdin = b""
-            if verb == "write":
-                *rest, text = rest
-                stdin = text.encode()
-            result = run_cli(self.home, "--json", verb, "--session", self.session, *rest, cwd=self.root, stdin=stdin)
-            assert result.rc == 0, (step, result.out, result.err)
-            calls.append(str(result.json()["call"]["id"]))  # type: ignore[index]
-        self.cli("turn", "end", "--session", self.session)
+        """A turn of *steps*, recorded by the engine as the CLI's verbs do (``("edit", PATH, OLD, NEW)``,
+        ``("write", PATH, TEXT)``), from another process than the server's; returns each call's id."""
+        with turnback.Engine.open(str(self.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+            engine.begin_turn(self.session, message)
+            calls = []
+            for verb, path, *rest in steps:
+                if verb == "write":
+                    call = engine.write(self.session, path, rest[0].encode(), cwd=str(self.root))
+                else:
+                    call = engine.edit(self.session, path, rest[0], rest[1], cwd=str(self.root))
+                calls.append(call.id)
+            engine.end_turn(self.session)
         return calls
 
 
 @pytest.fixture
 def project(home: Path, tmp_path: Path) -> Project:
-    """Two turns: turn 1 edits a.txt and writes new.txt; turn 2 edits a.txt again."""
+    """Two turns, recorded by the engine: turn 1 edits a.txt and writes new.txt; turn 2 edits b.txt."""
     root = tmp_path / "project"
     root.mkdir()
     (root / "a.txt").write_bytes(b"one\ntwo\nthree\n")
     (root / "b.txt").write_bytes(b"bee\n")
-    run_cli(home, "init", cwd=root)
-    session = run_cli(home, "session", "new", "--title", "fix parser", cwd=root).out.strip()
+    with turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        session = engine.new_session(str(root), title="fix parser").id
     made = Project(root, session, home)
-    made.calls = made.turn(  # type: ignore[attr-defined]
+    made.calls = made.turn(
         "rename two",
-        ("edit", "a.txt", "--old", "two", "--new", "TWO"),
+        ("edit", "a.txt", "two", "TWO"),
         ("write", "new.txt", "created by the agent\n"),
     )
-    made.calls += made.turn("shout three", ("edit", "b.txt", "--old", "bee", "--new", "BEE"))  # type: ignore[attr-defined]
+    made.calls += made.turn("shout three", ("edit", "b.txt", "bee", "BEE"))
     return made
 
 
-def block(page, call: str):  # type: ignore[no-untyped-def]
+def block(page: Page, call: str) -> Locator:
     return page.locator(f'[data-call-id="{call}"]')
 
 
-def dialog(page):  # type: ignore[no-untyped-def]
+def dialog(page: Page) -> Locator:
     found = page.get_by_role("dialog")
     found.wait_for()
     return found
 
 
-def expect(locator):  # type: ignore[no-untyped-def]
+def expect(locator: Locator):  # type: ignore[no-untyped-def]  # (playwright's assertion classes are private)
     return playwright_api.expect(locator)
 
 
 # -- seeing ----------------------------------------------------------------------------------------------------------
 
 
-def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_blocks(page, project: Project) -> None:
+def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_blocks(
+    page: Page, project: Project
+) -> None:
     assert "token" not in page.url
     expect(page.locator("#session-list a")).to_have_count(1)
     expect(page.locator("#session-list a")).to_contain_text("fix parser")
@@ -192,7 +215,7 @@ def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_bloc
     expect(page.locator('[data-turn="2"]')).to_contain_text("head")
     first = page.locator('[data-turn="1"] [data-call-id]')
     expect(first).to_have_count(2)
-    edit, write = (block(page, call) for call in project.calls[:2])  # type: ignore[attr-defined]
+    edit, write = (block(page, call) for call in project.calls[:2])
     expect(edit.locator(".tool")).to_have_text("Edit file")
     expect(edit.locator(".target")).to_have_text("a.txt")
     expect(edit.locator(".state")).to_have_text("applied")
@@ -200,8 +223,26 @@ def test_the_token_address_opens_the_newest_session_with_its_turns_and_call_bloc
     expect(write.locator(".target")).to_have_text("new.txt")
 
 
-def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page, project: Project) -> None:
-    edit = block(page, project.calls[0])  # type: ignore[attr-defined]
+def test_sessions_of_every_project_are_listed_most_recently_active_first(
+    page: Page, project: Project, tmp_path: Path
+) -> None:
+    other_root = tmp_path / "other"
+    other_root.mkdir()
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        other = engine.new_session(str(other_root), title="write docs").id
+    Project(other_root, other, project.home).turn("docs", ("write", "docs.md", "# docs\n"))
+    sessions = page.locator("#session-list a")
+    expect(sessions).to_have_count(2)  # it arrived live
+    expect(sessions.nth(0)).to_contain_text("write docs")
+    expect(sessions.nth(1)).to_contain_text("fix parser")
+    sessions.nth(0).click()
+    expect(page.locator("[data-turn]")).to_have_count(1)
+    expect(page.locator('[data-turn="1"]')).to_contain_text("docs.md")
+    assert "s=" + other in page.url
+
+
+def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page: Page, project: Project) -> None:
+    edit = block(page, project.calls[0])
     edit.locator(".call-toggle").click()
     diff = edit.locator("pre.diff")
     expect(diff).to_contain_text("-two")
@@ -214,8 +255,39 @@ def test_a_block_expands_to_its_diff_unified_or_split_and_shows_its_input(page, 
     expect(edit.locator("pre.input")).to_contain_text('"new": "TWO"')
 
 
-def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page, project: Project) -> None:
-    edit = block(page, project.calls[0])  # type: ignore[attr-defined]
+def test_a_binary_file_says_so_instead_of_a_diff(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "logo")
+    wrote = run_cli(
+        project.home,
+        "--json",
+        "write",
+        "--session",
+        project.session,
+        "logo.bin",
+        cwd=project.root,
+        stdin=bytes(range(256)),
+    )
+    project.cli("turn", "end", "--session", project.session)
+    call = str(wrote.json()["call"]["id"])  # type: ignore[index]
+    block(page, call).locator(".call-toggle").click()
+    expect(block(page, call).locator(".binary")).to_contain_text("Binary files differ")
+    expect(block(page, call).locator("pre.diff")).to_have_count(0)
+
+
+def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, project: Project) -> None:
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        engine.begin_turn(project.session, "harness write")
+        handle = engine.begin_call(project.session, "Write", {"file_path": "half.txt"}, cwd=str(project.root))
+        handle.before("half.txt")
+        (project.root / "half.txt").write_bytes(b"half\n")
+        engine.end_turn(project.session)  # no after: the harness died mid-call
+    cut = page.locator('[data-turn="3"] [data-call-id]')
+    expect(cut.locator(".state")).to_contain_text(["may be cut short"])
+    expect(cut.locator(".tool")).to_have_text("Write file")
+
+
+def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page: Page, project: Project) -> None:
+    edit = block(page, project.calls[0])
     icon = edit.get_by_role("button", name="Revert", exact=True)
     page.mouse.move(0, 0)
     expect(icon).to_have_css("opacity", "0")
@@ -232,7 +304,7 @@ def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page, proje
 def test_revert_asks_first_with_the_host_and_the_diff_then_restores_the_file_and_shows_reverted(
     page, project: Project
 ) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").click()
     block(page, call).get_by_role("button", name="Revert", exact=True).last.click()
     asked = dialog(page)
@@ -244,8 +316,8 @@ def test_revert_asks_first_with_the_host_and_the_diff_then_restores_the_file_and
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_escape_cancels_the_confirmation_and_changes_nothing(page, project: Project) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+def test_escape_cancels_the_confirmation_and_changes_nothing(page: Page, project: Project) -> None:
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").focus()
     page.keyboard.press("Tab")  # the header's Revert icon
     page.keyboard.press("Enter")
@@ -256,8 +328,8 @@ def test_escape_cancels_the_confirmation_and_changes_nothing(page, project: Proj
     expect(block(page, call).locator(".state")).to_have_text("applied")
 
 
-def test_a_revert_with_the_keyboard_alone(page, project: Project) -> None:
-    call = project.calls[2]  # type: ignore[attr-defined]
+def test_a_revert_with_the_keyboard_alone(page: Page, project: Project) -> None:
+    call = project.calls[2]
     block(page, call).locator(".call-toggle").focus()
     page.keyboard.press("Tab")
     page.keyboard.press("Enter")
@@ -268,8 +340,8 @@ def test_a_revert_with_the_keyboard_alone(page, project: Project) -> None:
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_a_created_file_offers_delete(page, project: Project) -> None:
-    call = project.calls[1]  # type: ignore[attr-defined]
+def test_a_created_file_offers_delete(page: Page, project: Project) -> None:
+    call = project.calls[1]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("new.txt")
@@ -279,9 +351,9 @@ def test_a_created_file_offers_delete(page, project: Project) -> None:
     assert not (project.root / "new.txt").exists()
 
 
-def test_a_created_file_changed_since_offers_delete_anyway(page, project: Project) -> None:
+def test_a_created_file_changed_since_offers_delete_anyway(page: Page, project: Project) -> None:
     (project.root / "new.txt").write_bytes(b"the user's words\n")
-    call = project.calls[1]  # type: ignore[attr-defined]
+    call = project.calls[1]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked.get_by_role("button", name="Delete", exact=True)).to_have_count(0)
@@ -295,9 +367,9 @@ def test_a_created_file_changed_since_offers_delete_anyway(page, project: Projec
 def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_restore_anyway(
     page, project: Project
 ) -> None:
-    later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
+    later = project.turn("again", ("edit", "a.txt", "three", "3"))[0]
     page.wait_for_selector('[data-turn="3"]')  # it arrived live
-    call = project.calls[0]  # type: ignore[attr-defined]
+    call = project.calls[0]
     block(page, call).get_by_role("button", name="Revert", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("a.txt changed since the call")
@@ -314,10 +386,10 @@ def test_a_conflict_shows_the_diff_from_now_back_names_the_later_call_then_resto
     assert (project.root / "a.txt").read_bytes() == b"one\ntwo\nthree\n"
 
 
-def test_the_link_to_the_later_call_opens_its_block(page, project: Project) -> None:
-    later = project.turn("again", ("edit", "a.txt", "--old", "three", "--new", "3"))[0]
+def test_the_link_to_the_later_call_opens_its_block(page: Page, project: Project) -> None:
+    later = project.turn("again", ("edit", "a.txt", "three", "3"))[0]
     page.wait_for_selector(f'[data-call-id="{later}"]')
-    block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True).click()  # type: ignore[attr-defined]
+    block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True).click()
     dialog(page).locator("a.later-call").click()
     expect(page.get_by_role("dialog")).to_have_count(0)
     expect(block(page, later).locator("pre.diff")).to_contain_text("+3")
@@ -327,7 +399,9 @@ def test_the_link_to_the_later_call_opens_its_block(page, project: Project) -> N
 # -- rollback, redo, resend ------------------------------------------------------------------------------------------
 
 
-def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it_saw(page, project: Project) -> None:
+def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it_saw(
+    page: Page, project: Project
+) -> None:
     page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
     asked = dialog(page)
     expect(asked).to_contain_text("b.txt")
@@ -340,7 +414,9 @@ def test_rollback_previews_files_and_leaving_turns_then_applies_with_the_head_it
     assert (project.root / "a.txt").read_bytes() == b"one\nTWO\nthree\n"
 
 
-def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_nothing(page, project: Project) -> None:
+def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_nothing(
+    page: Page, project: Project
+) -> None:
     page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
     asked = dialog(page)
     project.turn("meanwhile", ("write", "c.txt", "sea\n"))
@@ -350,7 +426,7 @@ def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_no
     assert (project.root / "c.txt").read_bytes() == b"sea\n"
 
 
-def test_an_undone_turn_is_greyed_and_offers_redo(page, project: Project) -> None:
+def test_an_undone_turn_is_greyed_and_offers_redo(page: Page, project: Project) -> None:
     project.cli("undo", "--session", project.session, "--yes")
     turn = page.locator('[data-turn="2"]')
     expect(turn).to_contain_text("undone")
@@ -362,36 +438,36 @@ def test_an_undone_turn_is_greyed_and_offers_redo(page, project: Project) -> Non
     assert (project.root / "b.txt").read_bytes() == b"BEE\n"
 
 
-def _resend(page, number: int):  # type: ignore[no-untyped-def]
+def _resend(page: Page, number: int) -> Locator:
     page.locator(f'[data-turn="{number}"]').get_by_role("button", name="Edit and Resend", exact=True).click()
     return dialog(page)
 
 
-def test_edit_and_resend_revert_and_send(page, project: Project) -> None:
+def test_edit_and_resend_revert_and_send(page: Page, project: Project) -> None:
     asked = _resend(page, 2)
     expect(asked).to_contain_text("b.txt")
     asked.get_by_role("button", name="Revert and Send", exact=True).click()
-    expect(page.locator('[data-turn="2"]')).to_have_count(0)
+    expect(page.locator('[data-turn="2"]')).to_contain_text("replaced by an edited message")
     assert (project.root / "b.txt").read_bytes() == b"bee\n"
 
 
-def test_edit_and_resend_keep_files_and_send(page, project: Project) -> None:
+def test_edit_and_resend_keep_files_and_send(page: Page, project: Project) -> None:
     _resend(page, 2).get_by_role("button", name="Keep Files and Send", exact=True).click()
-    expect(page.locator('[data-turn="2"]')).to_have_count(0)
+    expect(page.locator('[data-turn="2"]')).to_contain_text("replaced by an edited message")
     assert (project.root / "b.txt").read_bytes() == b"BEE\n"
 
 
-def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page, project: Project) -> None:
+def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page: Page, project: Project) -> None:
     (project.root / "b.txt").write_bytes(b"the user's bee\n")
     asked = _resend(page, 2)
     expect(asked.locator(".staying")).to_contain_text("b.txt")
     expect(asked.locator(".staying")).to_contain_text("changed")
     asked.get_by_role("button", name="Send Anyway", exact=True).click()
-    expect(page.locator('[data-turn="2"]')).to_have_count(0)
+    expect(page.locator('[data-turn="2"]')).to_contain_text("replaced by an edited message")
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
-def test_edit_and_resend_cancel_changes_nothing(page, project: Project) -> None:
+def test_edit_and_resend_cancel_changes_nothing(page: Page, project: Project) -> None:
     asked = _resend(page, 1)
     expect(asked).to_contain_text("a.txt")
     expect(asked).to_contain_text("new.txt")
@@ -403,7 +479,7 @@ def test_edit_and_resend_cancel_changes_nothing(page, project: Project) -> None:
     assert (project.root / "new.txt").exists()
 
 
-def test_the_files_view_lists_each_file_with_its_state(page, project: Project) -> None:
+def test_the_files_view_lists_each_file_with_its_state(page: Page, project: Project) -> None:
     page.get_by_role("tab", name="Files").click()
     files = page.locator(".files li")
     expect(files).to_have_count(3)
@@ -414,18 +490,18 @@ def test_the_files_view_lists_each_file_with_its_state(page, project: Project) -
 # -- live, busy, disconnected ----------------------------------------------------------------------------------------
 
 
-def test_a_new_turn_appears_live_without_a_reload(page, project: Project) -> None:
+def test_a_new_turn_appears_live_without_a_reload(page: Page, project: Project) -> None:
     page.evaluate("window.notReloaded = true")
     project.turn("live one", ("write", "live.txt", "hello\n"))
     expect(page.locator('[data-turn="3"]')).to_contain_text("live one")
     assert page.evaluate("window.notReloaded") is True
 
 
-def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page, project: Project) -> None:
+def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page: Page, project: Project) -> None:
     holder = subprocess.Popen(["sleep", "60"])
     try:
         project.cli("turn", "begin", "--session", project.session, "--message", "busy", "--pid", str(holder.pid))
-        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)  # type: ignore[attr-defined]
+        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
         expect(revert).to_be_disabled()
         expect(page.locator("#busy")).to_contain_text("running")
         assert "running" in (revert.get_attribute("title") or "")
@@ -436,8 +512,25 @@ def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page, project: P
         holder.wait()
 
 
-def test_buttons_are_disabled_while_the_connection_is_lost(page, project: Project, served: Served) -> None:
-    revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)  # type: ignore[attr-defined]
+def test_buttons_are_disabled_with_the_reason_while_a_compaction_runs(page: Page, project: Project) -> None:
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), "compaction")
+        revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
+        expect(revert).to_be_disabled()
+        expect(page.locator("#busy")).to_contain_text("compaction")
+        rollback = page.get_by_role("button", name="Rollback to turn 1", exact=True)
+        expect(rollback).to_be_disabled()
+        assert "compaction" in (rollback.get_attribute("title") or "")
+        project.cli("busy", "end", "--session", project.session)
+        expect(revert).to_be_enabled()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_buttons_are_disabled_while_the_connection_is_lost(page: Page, project: Project, served: Served) -> None:
+    revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
     expect(revert).to_be_enabled()
     served.stop()
     expect(revert).to_be_disabled()
@@ -463,7 +556,7 @@ LABELS = {
 
 
 @pytest.mark.parametrize("lang", sorted(LABELS))
-def test_the_language_switch_shows_the_exact_labels(page, project: Project, lang: str) -> None:
+def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project, lang: str) -> None:
     revert, reverted, delete, revert_send, keep_send, send_anyway, restore_anyway, delete_anyway = LABELS[lang]
     created = project.turn("make c", ("write", "c.txt", "sea\n"))[0]
     (project.root / "c.txt").write_bytes(b"the user's sea\n")
@@ -479,7 +572,7 @@ def test_the_language_switch_shows_the_exact_labels(page, project: Project, lang
         expect(page.get_by_role("dialog")).to_have_count(0)
         return names
 
-    calls = project.calls  # type: ignore[attr-defined]
+    calls = project.calls
     assert labels_of_revert(calls[1])[:1] == [delete]
     assert labels_of_revert(created)[:1] == [delete_anyway]
     assert labels_of_revert(calls[2])[:1] == [restore_anyway]
@@ -494,44 +587,44 @@ def test_the_language_switch_shows_the_exact_labels(page, project: Project, lang
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
-def test_the_default_language_comes_from_the_browser(browser_context, served: Served, project: Project) -> None:
-    del browser_context
-    executable = _chromium()
-    with playwright_api.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
-        try:
-            japanese = browser.new_context(locale="ja-JP").new_page()
-            japanese.goto(served.url)
-            expect(block(japanese, project.calls[0]).locator(".state")).to_have_text("適用済み")  # type: ignore[attr-defined]
-            expect(japanese.locator("html")).to_have_attribute("lang", "ja")
-        finally:
-            browser.close()
+def test_the_default_language_comes_from_the_browser(served: Served, project: Project, tmp_path: Path) -> None:
+    with chromium(tmp_path / "japanese", locale="ja-JP") as context:
+        japanese = context.new_page()
+        japanese.goto(served.url)
+        expect(block(japanese, project.calls[0]).locator(".state")).to_have_text("適用済み")
+        expect(japanese.locator("html")).to_have_attribute("lang", "ja")
+        expect(japanese.get_by_role("button", name="元に戻す", exact=True).first).to_be_attached()
 
 
-def test_the_page_is_readable_360_px_wide(page, project: Project) -> None:
+def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360
-    expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()  # type: ignore[attr-defined]
+    expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()
 
 
-def test_screenshots_of_the_main_views(page, project: Project, tmp_path: Path) -> None:
+def test_screenshots_of_the_main_views(page: Page, project: Project, tmp_path: Path) -> None:
     folder = ROOT / "docs" / "web" if os.environ.get("TURNBACK_SCREENSHOTS") == "1" else tmp_path / "shots"
     folder.mkdir(parents=True, exist_ok=True)
-    block(page, project.calls[0]).locator(".call-toggle").click()  # type: ignore[attr-defined]
-    expect(block(page, project.calls[0]).locator("pre.diff")).to_be_visible()  # type: ignore[attr-defined]
+    edit = block(page, project.calls[0])
+    edit.locator(".call-toggle").click()
+    expect(edit.locator("pre.diff")).to_be_visible()
     page.screenshot(path=str(folder / "history.png"), full_page=True)
-    (project.root / "b.txt").write_bytes(b"the user's bee\n")
-    block(page, project.calls[2]).locator(".revert-icon").click()  # type: ignore[attr-defined]
-    dialog(page)
-    time.sleep(0.2)  # the dialog's backdrop settles
-    page.screenshot(path=str(folder / "revert-conflict.png"))
-    page.keyboard.press("Escape")
+    page.emulate_media(color_scheme="dark")
+    page.screenshot(path=str(folder / "history-dark.png"), full_page=True)
+    page.emulate_media(color_scheme="light")
     page.locator('[data-turn="1"]').get_by_role("button", name="Rollback to turn 1", exact=True).click()
     dialog(page)
+    time.sleep(0.2)  # the dialog's backdrop settles
     page.screenshot(path=str(folder / "rollback.png"))
+    page.keyboard.press("Escape")
+    (project.root / "b.txt").write_bytes(b"the user's bee\n")
+    block(page, project.calls[2]).locator(".revert-icon").click()
+    dialog(page)
+    time.sleep(0.2)
+    page.screenshot(path=str(folder / "revert-conflict.png"))
     page.keyboard.press("Escape")
     page.set_viewport_size({"width": 360, "height": 740})
     page.screenshot(path=str(folder / "narrow.png"))
-    for name in ("history", "revert-conflict", "rollback", "narrow"):
+    for name in ("history", "history-dark", "rollback", "revert-conflict", "narrow"):
         assert (folder / f"{name}.png").stat().st_size > 1000

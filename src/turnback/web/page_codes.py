@@ -8,10 +8,9 @@ are the same.
 from __future__ import annotations
 
 PAGE_CODES: tuple[str, ...] = (
-    # the product's labels (issue 15 names them exactly)
+    # the product's labels (issue 15 names them exactly; Delete comes as a plan's action)
     "label_revert",
     "label_reverted",
-    "label_delete",
     "label_revert_and_send",
     "label_keep_files_and_send",
     "label_send_anyway",

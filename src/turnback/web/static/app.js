@@ -57,8 +57,10 @@ function updateBlocked() {
   }
 }
 
+/** A button that acts on the session: disabled, with the reason, while that cannot be done (see updateBlocked). */
 function action(label, onclick, attributes = {}) {
-  return element("button", { type: "button", class: "action " + (attributes.class ?? ""), ...attributes, onclick }, label);
+  const classes = ("action " + (attributes.class ?? "")).trim();
+  return element("button", { type: "button", ...attributes, class: classes, onclick }, label);
 }
 
 // -- loading -------------------------------------------------------------------------------------------------------
@@ -80,7 +82,7 @@ async function loadSession() {
   state.history = history.ok ? history.data : null;
   state.status = status.ok ? status.data : null;
   if (files) state.files = files.ok ? files.data.files ?? [] : [];
-  if (!history.ok) note(history.data.message ?? String(history.status), true);
+  if (!history.ok) note(errorText(history), true);
   // A call's detail may have changed (reverted, a later call): re-read the expanded ones.
   state.details.clear();
   await Promise.all([...state.expanded].map((call) => loadCall(call)));
@@ -244,27 +246,36 @@ function targetOf(call) {
   return call.changes.map((change) => (change.from ? `${change.from} → ${change.path}` : change.path)).join(", ");
 }
 
+// The states `log` gives a call (its codes), as the page's badges word them.
+const STATE_WORDS = {
+  call_status_cut_short: ["cut_short", "web_state_cut_short"],
+  call_status_failed: ["failed", "web_state_failed"],
+  call_status_evicted: ["evicted", "web_state_evicted"],
+  call_status_reverted: ["reverted", "label_reverted"],
+};
+
+/** Every change of the call was taken back (by a revert, or by the undo of its whole turn). */
 function isReverted(call) {
-  if (call.state) return call.state.code === "label_reverted" || call.state.code === "reverted";
-  return call.changes.length > 0 && !call.revertible && call.changes.every((change) => change.reverted !== false);
+  return call.changes.length > 0 && call.changes.every((change) => change.reverted);
 }
 
-/** `[code, words]` of the call's state: the server's, else read from the fields `log --json` has. */
-function stateOf(call) {
-  if (call.state) return [call.state.code, call.state.message];
-  if (call.status === "failed") return ["failed", t("web_state_failed")];
-  if (call.status === "denied") return ["denied", t("web_state_denied")];
-  if (call.status === "running") return ["running", t("web_state_running")];
-  if (call.cut_short) return ["cut_short", t("web_state_cut_short")];
-  if (call.changes.some((change) => change.evicted)) return ["evicted", t("web_state_evicted")];
-  if (call.changes.some((change) => change.not_covered)) return ["not_covered", t("web_state_not_covered")];
-  if (isReverted(call)) return ["reverted", t("label_reverted")];
-  return ["applied", t("web_state_applied")];
+/** `[[code, words], …]`: the call's states as the server gives them, else "applied" (or running). */
+function statesOf(call) {
+  const states = (call.states ?? []).map((state) => {
+    // A call the user said no to failed with that answer: the server marks it denied.
+    if (call.denied && STATE_WORDS[state.code]?.[0] === "failed") return ["denied", t("web_state_denied")];
+    const known = STATE_WORDS[state.code];
+    return known ? [known[0], t(known[1])] : [state.code, state.message.replace(/^\s*\((.*)\)$/, "$1")];
+  });
+  if (isReverted(call) && !states.some(([code]) => code === "reverted")) states.push(["reverted", t("label_reverted")]);
+  if (call.changes.some((change) => change.not_covered)) states.push(["not_covered", t("web_state_not_covered")]);
+  if (call.status === "running") states.push(["running", t("web_state_running")]);
+  return states.length ? states : [["applied", t("web_state_applied")]];
 }
 
 function renderCall(call, turn) {
   const expanded = state.expanded.has(call.id);
-  const [stateCode, stateWords] = stateOf(call);
+  const states = statesOf(call);
   const counts = call.added !== undefined ? t("web_added_removed", { added: call.added, removed: call.removed }) : "";
   const canRevert = call.revertible && !isReverted(call) && turn.branch !== "resent";
   const header = element(
@@ -282,14 +293,15 @@ function renderCall(call, turn) {
       },
       element("span", { class: "tool" }, toolName(call)),
       element("code", { class: "target" }, targetOf(call)),
-      element("span", { class: "state state-" + stateCode.replace(/^label_/, "") }, stateWords),
+      states.map(([code, words]) => element("span", { class: "state state-" + code }, words)),
       counts ? element("span", { class: "counts" }, counts) : null,
     ),
     canRevert
       ? action("↶", () => revert(call), { class: "revert-icon", "aria-label": t("label_revert"), "data-focus": "icon-" + call.id })
       : null,
   );
-  const block = element("li", { class: "call state-" + stateCode, "data-call-id": call.id, id: "call-" + call.id }, header);
+  const classes = ["call", ...states.map(([code]) => "state-" + code)].join(" ");
+  const block = element("li", { class: classes, "data-call-id": call.id, id: "call-" + call.id }, header);
   if (expanded) block.append(renderCallBody(call, canRevert));
   return block;
 }
@@ -387,6 +399,11 @@ async function showCall(callId) {
 
 // -- taking back ---------------------------------------------------------------------------------------------------
 
+/** A refusal's words: the CLI's error object the server answers with. */
+function errorText(answer) {
+  return answer.data.error?.message ?? answer.data.message ?? String(answer.status);
+}
+
 function note(text, alert = false) {
   state.notice = text ? { text, alert } : null;
 }
@@ -399,7 +416,7 @@ async function post(path, body) {
   state.working = false;
   updateBlocked();
   if (!answer.ok) {
-    note(answer.data.message ?? String(answer.status), true);
+    note(errorText(answer), true);
     renderSession();
     return null;
   }
@@ -418,23 +435,34 @@ function findCall(callId) {
   return null;
 }
 
-/** The call a row names as the later writer: the server's field, else the short id its reason names. */
+/** The full id of the later call a conflict row names (the server gives its short id), if the page shows it. */
 function laterCall(row) {
-  if (row.later_call) return findCall(row.later_call) ? row.later_call : null;
-  const match = /\b[0-9a-f]{16}\b/.exec(row.reason ?? "");
-  if (!match) return null;
+  if (!row.later_call) return null;
   for (const turn of state.history?.turns ?? []) {
-    for (const call of turn.calls) if (call.id.startsWith(match[0])) return call.id;
+    for (const call of turn.calls) if (call.id.startsWith(row.later_call)) return call.id;
   }
   return null;
 }
 
+/** The plan's rows: action, path, its +/- lines (a rollback's `files`), why, and the diff it writes back. */
 function planRows(plan, host, call) {
   const rows = element("div", { class: "plan-rows" });
+  const counts = new Map((plan.files ?? []).filter((file) => !file.binary).map((file) => [file.path, file]));
   for (const row of plan.rows) {
-    const conflict = row.conflict ?? row.action === "skip";
+    const conflict = Boolean(row.conflict);
     const item = element("section", { class: "plan-row" + (conflict ? " conflict" : "") });
-    item.append(element("p", {}, element("span", { class: "row-action" }, row.action), " ", element("code", {}, row.path), row.message ? " — " + row.message : ""));
+    const lines = counts.get(row.path);
+    item.append(
+      element(
+        "p",
+        {},
+        element("span", { class: "row-action" }, row.action),
+        " ",
+        element("code", {}, row.path),
+        lines ? element("span", { class: "counts" }, " " + t("web_added_removed", { added: lines.added, removed: lines.removed })) : null,
+        row.message ? " — " + row.message : "",
+      ),
+    );
     if (conflict && call) {
       item.append(element("p", {}, t("web_conflict", { path: row.path })));
       const later = laterCall(row);
@@ -455,28 +483,22 @@ function planRows(plan, host, call) {
   return rows;
 }
 
-function created(call, path, row) {
-  if (row.created !== undefined) return row.created;
-  return call.changes.some((change) => change.path === path && change.kind === "new");
-}
-
 async function revert(call) {
   const path = `calls/${encodeURIComponent(call.id)}/revert`;
   const plan = await post(path, { apply: false });
   if (!plan) return;
   const host = plan.host ?? location.hostname;
-  const conflicts = plan.rows.filter((row) => row.conflict ?? row.action === "skip");
-  const acting = plan.rows.filter((row) => !conflicts.includes(row));
+  const conflicts = plan.rows.filter((row) => row.conflict);
+  const acting = plan.rows.filter((row) => ["restore", "trash"].includes(row.action));
   const buttons = [];
-  if (acting.length) {
-    const deletes = acting.every((row) => row.action === "trash" && created(call, row.path, row));
-    buttons.push({ label: t(deletes ? "label_delete" : "label_revert"), value: "apply", primary: true });
-  }
+  // The confirming button carries the plan's action (Revert, Delete); a conflict is restored over only by an
+  // anyway plan, whose action is Restore Anyway, or Delete Anyway for a file the call created.
+  if (acting.length) buttons.push({ label: plan.action.message, value: "apply", primary: true });
   if (conflicts.length) {
-    const deletes = conflicts.every((row) => created(call, row.path, row));
+    const deletes = conflicts.every((row) => row.created);
     buttons.push({ label: t(deletes ? "label_delete_anyway" : "label_restore_anyway"), value: "anyway", primary: !acting.length });
   }
-  const single = plan.rows.length === 1 && acting.length === 1 && acting[0].action === "trash" && created(call, acting[0].path, acting[0]);
+  const single = plan.rows.length === 1 && acting.length === 1 && acting[0].created;
   const title = single ? t("web_delete_asks", { path: acting[0].path, host }) : t("web_revert_asks", { host });
   if (!buttons.length) {
     await ask({ title: t("web_nothing_to_revert"), body: planRows(plan, host, call), buttons: [], cancel: t("web_close") });
@@ -505,13 +527,6 @@ async function rollback(turn) {
   const host = preview.host ?? location.hostname;
   const headSeen = preview.head !== undefined ? preview.head : state.history.head;
   const body = [planRows(preview, host, null)];
-  if (preview.files?.length) {
-    const files = element("ul", { class: "going-back" });
-    for (const file of preview.files) {
-      files.append(element("li", {}, element("code", {}, file.path), " ", file.binary ? "" : t("web_added_removed", { added: file.added, removed: file.removed })));
-    }
-    body.push(files);
-  }
   const leaving = (preview.turns ?? []).map((id) => turnNumberOf(id)).filter((n) => n !== undefined);
   if (leaving.length) {
     body.push(element("p", {}, t("web_turns_leave")));
