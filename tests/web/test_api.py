@@ -694,6 +694,19 @@ def bad_language_message(value: str) -> Message:
     )
 
 
+# The issue's labels in its order; Delete (None here) is the action of a plan that deletes what a call created.
+LABEL_CODES = (
+    "label_revert",
+    "label_reverted",
+    None,
+    "label_revert_and_send",
+    "label_keep_files_and_send",
+    "label_send_anyway",
+    "label_restore_anyway",
+    "label_delete_anyway",
+)
+
+
 @pytest.mark.parametrize(
     ("lang", "labels"),
     [
@@ -726,22 +739,18 @@ def bad_language_message(value: str) -> Message:
         ),
     ],
 )
-def test_the_page_labels_come_in_each_language_exactly(served: Served, lang: str, labels: list[str]) -> None:
-    codes = [
-        "revert",
-        "reverted",
-        "delete",
-        "revert_and_send",
-        "keep_files_and_send",
-        "send_anyway",
-        "restore_anyway",
-        "delete_anyway",
-    ]
+def test_the_page_labels_come_in_each_language_exactly(
+    served: Served, project: Project, lang: str, labels: list[str]
+) -> None:
+    """The page's labels (GET messages), and Delete, which a plan deleting what a call created carries."""
     by_query = served.get(f"{API}/messages?lang={lang}").json()
     by_header = served.get(f"{API}/messages", headers={"Accept-Language": f"{lang};q=0.9"}).json()
     assert by_query == by_header
     assert by_query["lang"] == lang
-    assert [by_query["messages"][f"label_{code}"] for code in codes] == labels
+    deleting = served.post(session_path(project, f"/calls/{project.calls[1]}/revert?lang={lang}"), {}).json()
+    assert deleting["action"]["code"] == "label_delete"
+    words = [by_query["messages"][code] if code else deleting["action"]["message"] for code in LABEL_CODES]
+    assert words == labels
     assert [item["code"] for item in by_query["languages"]] == ["en", "zh-CN", "ja"]
 
 
