@@ -848,3 +848,18 @@ def test_a_port_in_use_is_a_usage_error(home: Path) -> None:
         assert "cannot listen on 127.0.0.1:" in result.err
     finally:
         taken.close()
+
+
+def test_open_hands_the_token_address_to_the_browser(home: Path, tmp_path: Path) -> None:
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" > {opened}\n')
+    browser.chmod(0o755)
+    server = serve(home, "--open", env={"BROWSER": str(browser)})
+    try:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().strip() == server.url
+    finally:
+        assert server.stop() == 0
