@@ -328,7 +328,8 @@ def test_a_call_the_user_denied_is_marked_denied_in_the_history(served: Served, 
     engine = project.engine
     engine.begin_turn(project.session, "try a write")
     denied = engine.begin_call(project.session, "Write", {"file_path": "x.txt"}, cwd=str(project.root))
-    denied.end(failed="denied: the user said no")
+    denied.end(failed=Message("call_denied_because", why="the user said no"))  # as hooks/claude.py records it
+    engine.begin_call(project.session, "Write", {"file_path": "y.txt"}, cwd=str(project.root)).end(failed="disk full")
     engine.end_turn(project.session)
     calls = {
         call["id"]: call
@@ -337,6 +338,8 @@ def test_a_call_the_user_denied_is_marked_denied_in_the_history(served: Served, 
     }
     assert calls[denied.id]["denied"] is True
     assert [calls[call]["denied"] for call in project.calls] == [False, False, False]
+    failed = [call for call in calls.values() if call["status"] == "failed" and call["id"] != denied.id]
+    assert [call["denied"] for call in failed] == [False]  # failed for another reason
     assert not (project.root / "x.txt").exists()
 
 
@@ -691,6 +694,19 @@ def bad_language_message(value: str) -> Message:
     )
 
 
+# The issue's labels in its order; Delete (None here) is the action of a plan that deletes what a call created.
+LABEL_CODES = (
+    "label_revert",
+    "label_reverted",
+    None,
+    "label_revert_and_send",
+    "label_keep_files_and_send",
+    "label_send_anyway",
+    "label_restore_anyway",
+    "label_delete_anyway",
+)
+
+
 @pytest.mark.parametrize(
     ("lang", "labels"),
     [
@@ -723,22 +739,18 @@ def bad_language_message(value: str) -> Message:
         ),
     ],
 )
-def test_the_page_labels_come_in_each_language_exactly(served: Served, lang: str, labels: list[str]) -> None:
-    codes = [
-        "revert",
-        "reverted",
-        "delete",
-        "revert_and_send",
-        "keep_files_and_send",
-        "send_anyway",
-        "restore_anyway",
-        "delete_anyway",
-    ]
+def test_the_page_labels_come_in_each_language_exactly(
+    served: Served, project: Project, lang: str, labels: list[str]
+) -> None:
+    """The page's labels (GET messages), and Delete, which a plan deleting what a call created carries."""
     by_query = served.get(f"{API}/messages?lang={lang}").json()
     by_header = served.get(f"{API}/messages", headers={"Accept-Language": f"{lang};q=0.9"}).json()
     assert by_query == by_header
     assert by_query["lang"] == lang
-    assert [by_query["messages"][f"label_{code}"] for code in codes] == labels
+    deleting = served.post(session_path(project, f"/calls/{project.calls[1]}/revert?lang={lang}"), {}).json()
+    assert deleting["action"]["code"] == "label_delete"
+    words = [by_query["messages"][code] if code else deleting["action"]["message"] for code in LABEL_CODES]
+    assert words == labels
     assert [item["code"] for item in by_query["languages"]] == ["en", "zh-CN", "ja"]
 
 
@@ -836,3 +848,18 @@ def test_a_port_in_use_is_a_usage_error(home: Path) -> None:
         assert "cannot listen on 127.0.0.1:" in result.err
     finally:
         taken.close()
+
+
+def test_open_hands_the_token_address_to_the_browser(home: Path, tmp_path: Path) -> None:
+    opened = tmp_path / "opened"
+    browser = tmp_path / "browser"
+    browser.write_text(f'#!/bin/sh\nprintf "%s\\n" "$1" > {opened}\n')
+    browser.chmod(0o755)
+    server = serve(home, "--open", env={"BROWSER": str(browser)})
+    try:
+        deadline = time.monotonic() + 10
+        while not opened.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert opened.read_text().strip() == server.url
+    finally:
+        assert server.stop() == 0
