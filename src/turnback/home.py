@@ -18,6 +18,7 @@ ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
 ENV_LANG = "TURNBACK_LANG"
 ENV_STORE = "TURNBACK_STORE"
 ENV_HOST_ID = "TURNBACK_HOST_ID"
+ENV_WEB_TOKEN = "TURNBACK_WEB_TOKEN"
 LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")  # the order the C library reads them in
 SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
 
@@ -85,6 +86,11 @@ def env_language() -> str | None:
     return os.environ.get(ENV_LANG) or None
 
 
+def env_web_token() -> str | None:
+    """``TURNBACK_WEB_TOKEN``: the token ``turnback serve`` asks for, instead of a new random one each start."""
+    return os.environ.get(ENV_WEB_TOKEN) or None
+
+
 def locale_settings() -> tuple[str | None, ...]:
     """``LC_ALL``, ``LC_MESSAGES`` and ``LANG`` as set (None where unset or empty)."""
     return tuple(os.environ.get(name) or None for name in LOCALE_VARIABLES)
@@ -99,6 +105,7 @@ __all__ = [
     "env_no_color",
     "env_session",
     "env_store_url",
+    "env_web_token",
     "keyring_allowed",
     "locale_settings",
 ]

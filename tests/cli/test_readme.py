@@ -29,6 +29,7 @@ NOT_RUN = {
     "make test": "it is this test suite itself (lint, type check, every test)",
     "pip install .": "installs into the Python environment and may need the network; .venv/bin/turnback is used",
     ".venv/bin/python benchmarks/sidebyside.py --files 50000": "a benchmark of minutes on a 50,000-file tree",
+    "turnback serve": "serves until Ctrl-C; tests/web/test_api.py starts it and reads the line it prints",
 }
 # The team's shared store: its commands need a PostgreSQL server; tests/shared/test_readme_team.py runs them
 # against the test server.

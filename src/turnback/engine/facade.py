@@ -65,6 +65,7 @@ if TYPE_CHECKING:
     from turnback.ops import maintenance
     from turnback.paths import RelPath
     from turnback.store.copy import StoreCopied
+    from turnback.store.records import SessionActivity
 
 
 class TurnHandle:
@@ -402,6 +403,16 @@ class Engine(_CommandVerbs):
     def watched_project(self, path: str) -> Project:
         return self._sessions.watched_project(path)
 
+    # -- what changed, for a front end that shows sessions live -----------------------------
+
+    def data_version(self) -> int:
+        """A number that changes whenever another process commits to the store: poll it, then read activity()."""
+        return self.store.data_version()
+
+    def activity(self) -> list[SessionActivity]:
+        """Each session's newest turn, call and operation, with a marker that changes when any of its records do."""
+        return self.store.activity()
+
     # -- history (history.py) --------------------------------------------------------------
 
     def log(self, session_id: SessionId) -> list[Turn]:
@@ -577,6 +588,9 @@ class Engine(_CommandVerbs):
 
     def plan_redo(self, session_id: SessionId) -> Plan:
         return self._takeback.plan_redo(session_id)
+
+    def plan_again(self, shown: Plan, *, anyway: bool = False, mode: str | None = None) -> Plan:
+        return self._takeback.plan_again(shown, anyway=anyway, mode=mode)
 
     def apply(self, plan: Plan) -> OpResult:
         return self._takeback.apply(plan)

@@ -286,6 +286,34 @@ class TakeBack:
 
         return self._plan(session_id, make)
 
+    def plan_again(self, shown: Plan, *, anyway: bool = False, mode: str | None = None) -> Plan:
+        """*shown*, a plan the user saw, planned again as confirmed: over its conflicts (*anyway*: a revert's
+        ``--anyway``, an undo's ``--force``) or, for a resend, with the choice *mode*. Stored, not applied.
+
+        What the user confirmed is what *shown* showed: a path that holds something else now than *shown* saw,
+        a row that would act on a path *shown* did not list, other turns, or a head that moved since, is
+        refused (nothing changed). Applying then checks each row again, as for any plan.
+        """
+        if shown.kind == "revert" and shown.call_id is not None and mode is None:
+            again = self.plan_revert(shown.call_id, anyway=anyway)
+        elif shown.kind == "undo" and mode is None:
+            newest_first = shown.turn_ids
+            turn, from_turn = (newest_first[0], None) if len(newest_first) == 1 else (None, newest_first[-1])
+            again = self.plan_undo(shown.session_id, turn=turn, from_turn=from_turn, force=anyway)
+        elif shown.kind == "resend" and shown.resend_turn is not None and not anyway:
+            again = self.plan_resend(shown.session_id, shown.resend_turn, mode=mode or shown.resend_mode or "revert")
+        else:
+            raise UsageError(Message("plan_again_not_for_kind", kind=OP_NOUNS[shown.kind]))
+        seen = {(row.path, row.outside): row.expect for row in shown.rows}
+        for row in again.rows:
+            key = (row.path, row.outside)
+            changed = key in seen and row.expect is not None and not row.expect.same_as(seen[key])
+            if changed or (key not in seen and row.acts):
+                raise RefusedError(Message("changed_since_shown", path=row.path, then=Message("plan_again")))
+        if set(again.turn_ids) != set(shown.turn_ids) or again.head_from != shown.head_from:
+            raise RefusedError(Message("changed_since_shown_turns", then=Message("plan_again")))
+        return again
+
     def apply(self, plan: Plan) -> OpResult:
         """Apply a stored plan, row by row with compare-and-swap; resumes an interrupted one.
 

@@ -271,11 +271,16 @@ def confirm_prompt(plan: Plan) -> str:
 
 def force_only_line(plan: Plan) -> str:
     """``undo changed nothing: 1 path acts only with --force; turnback undo --force acts on it``."""
+    return word(force_only_message(plan))
+
+
+def force_only_message(plan: Plan) -> Message:
+    """Why *plan* changes nothing as shown: each row it would act on waits for ``--force`` (``--anyway``)."""
     flag = "--force" if plan.kind == "undo" else "--anyway"
     command = (
         "turnback undo --force" if plan.kind == "undo" else f"turnback revert {short_id(plan.call_id or '')} --anyway"
     )
-    return say(
+    return Message(
         "force_only_changed_nothing",
         what=OP_NOUNS[plan.kind],
         count=len(plan.force_only_rows),
@@ -325,19 +330,25 @@ def _noted_paths(turn: Turn, notes: ChangeNotes | None) -> dict[str, Message]:
     return noted
 
 
+def call_states(call: Call, turn: Turn) -> list[Message]:
+    """What ``log`` says of a call after its title: cut short or failed; its copy dropped, or reverted."""
+    states = []
+    if call.cut_short:
+        states.append(Message("call_status_cut_short"))
+    elif call.status == "failed":
+        states.append(Message("call_status_failed"))
+    if any(c.evicted for c in call.changes):
+        states.append(Message("call_status_evicted"))
+    elif turn.undone != "yes" and call.changes and all(c.reverted for c in call.changes):
+        # A call taken back on its own (a revert); an undone turn's calls are all taken back, said once.
+        states.append(Message("call_status_reverted", label=Message("label_reverted")))
+    return states
+
+
 def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list[str]:
     lines = []
     for call in turn.calls:
-        status = ""
-        if call.cut_short:
-            status = say("call_status_cut_short")
-        elif call.status == "failed":
-            status = say("call_status_failed")
-        if any(c.evicted for c in call.changes):
-            status += say("call_status_evicted")
-        elif turn.undone != "yes" and call.changes and all(c.reverted for c in call.changes):
-            # A call taken back on its own (a revert); an undone turn's calls are all taken back, said once.
-            status += say("call_status_reverted", label=Message("label_reverted"))
+        status = "".join(word(state) for state in call_states(call, turn))
         lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
     noted = _noted_paths(turn, notes)
     for change in net_changes(turn.calls, load):
@@ -426,10 +437,12 @@ __all__ = [
     "action_label",
     "action_name",
     "call_lines",
+    "call_states",
     "change_block",
     "change_kind",
     "confirm_prompt",
     "force_only_line",
+    "force_only_message",
     "in_parentheses",
     "interrupted_reason",
     "job_end",

@@ -79,6 +79,7 @@ from turnback.store.records import (
     RunningTurn,
     SchemaObject,
     SealedNotice,
+    SessionActivity,
     SnapshotRecord,
     StoredBlob,
     StoredContent,
@@ -476,7 +477,20 @@ class MaintenanceStore(Protocol):
         """Delete a session and every record it owns; its copies stay until a gc finds nothing needs them."""
 
 
+class ActivityStore(Protocol):
+    """What changed, cheaply (a front end that shows sessions live polls it)."""
+
+    def data_version(self) -> int:
+        """A number that changes whenever another connection (process) commits a change."""
+        ...
+
+    def activity(self) -> list[SessionActivity]:
+        """Each session's newest turn, call and operation, with a marker that changes when any of its records do."""
+        ...
+
+
 class StoreBackend(
+    ActivityStore,
     ProjectStore,
     SessionStore,
     BusyMarkStore,
@@ -540,6 +554,7 @@ class StoreBackend(
 
 
 __all__ = [
+    "ActivityStore",
     "BlobBackend",
     "BusyMarkStore",
     "CallStore",

@@ -13,6 +13,16 @@ from turnback.model import BlobId, Call, CallId, OpId, Project, ProjectId, Sessi
 IdTable = Literal["sessions", "turns", "calls", "ops"]  # the records a user names by an id, or its start
 
 
+class SessionActivity(NamedTuple):
+    """A session's newest turn, call and operation, and a marker that changes whenever any of its records does."""
+
+    session_id: SessionId
+    turn_id: TurnId | None
+    call_id: CallId | None
+    op_id: OpId | None
+    marker: str
+
+
 class RegisteredProject(NamedTuple):
     project: Project
     new: bool  # registered by this call
@@ -156,6 +166,7 @@ __all__ = [
     "RunningTurn",
     "SchemaObject",
     "SealedNotice",
+    "SessionActivity",
     "SnapshotRecord",
     "StoredBlob",
     "StoredContent",

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from turnback.store.records import CachedSnapshot
+from turnback.store.sqlite.activity import ActivityQueries
 from turnback.store.sqlite.calls import CallQueries
 from turnback.store.sqlite.maintenance import MaintenanceQueries
 from turnback.store.sqlite.notices import NoticeQueries
@@ -23,6 +24,7 @@ from turnback.store.sqlite.turns import TurnQueries
 
 class Store(
     StoreOpening,
+    ActivityQueries,
     ProjectQueries,
     TurnQueries,
     CallQueries,

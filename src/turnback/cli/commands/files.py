@@ -7,6 +7,7 @@ import argparse
 
 from turnback.catalog import say, word
 from turnback.cli import _common
+from turnback.render import data
 from turnback.render.terminal import display_width, pad, quote
 
 
@@ -19,5 +20,5 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     files = ctx.engine.files(ctx.session(with_turns=True).id)
     width = max((display_width(quote(path)) for path, _ in files), default=0) + 2
     ctx.out.lines([pad(quote(path), width) + word(state) for path, state in files] or [say("no_files_changed")])
-    ctx.out.json({"files": [{"path": path, "state": word(state), "code": state.code} for path, state in files]})
+    ctx.out.json(data.files_data(files))
     return 0

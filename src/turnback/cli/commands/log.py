@@ -25,11 +25,5 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     notes = engine.overlap_notes  # a change another call (of any session) may have made says so, as in show
     lines = text.log_lines(turns, engine.load, head=session.head, active=active, resent=resent, notes=notes)
     ctx.out.lines(lines or [say("no_turns_yet")])
-    nodes = []
-    for turn in turns:
-        node = data.turn_data(turn, notes)
-        node["head"] = turn.id == session.head
-        node["branch"] = "resent" if turn.id in resent else "active" if turn.id in active else "abandoned"
-        nodes.append(node)
-    ctx.out.json({"session": session.id, "head": session.head, "turns": nodes})
+    ctx.out.json(data.history_data(session, turns, active=active, resent=resent, notes=notes))
     return 0

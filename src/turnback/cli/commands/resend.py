@@ -46,7 +46,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         out.line(f"{pad(quote(item.path), width)}{pad(calls, 10)}+{item.added} -{item.removed}")
     if not files:
         out.line(say("resend_no_files"))
-    files_data = [{"path": f.path, "calls": f.calls, "added": f.added, "removed": f.removed} for f in files]
+    files_data = data.resend_files_data(files)
     if args.mode is None:
         out.lines(text.plan_lines(plan, engine.load, diff_limit=0))
         out.line(

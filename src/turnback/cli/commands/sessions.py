@@ -28,7 +28,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         engine.default_session([s for s in sessions if s.project_id == project_id]).id
         for project_id in {session.project_id for session in sessions}
     }
-    items = []
+    listed = []
     for session in sessions:
         project = engine.project_of(session)
         turns = engine.log(session.id)
@@ -43,11 +43,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         if project.other_host is not None:  # a store shared by hosts: the files are on that one
             root = say("host_root_on", root=root, host=project.other_host)
         ctx.out.line(f"{short_id(session.id)}  {active}  {count}  {root}{title}{marks}")
-        item = data.session_data(session, project)
-        item["turns"] = len(turns)
-        item["default"] = session.id in defaults
-        items.append(item)
+        listed.append((session, project, len(turns)))
     if not sessions:
         ctx.out.line(say("no_sessions_yet"))
-    ctx.out.json({"sessions": items})
+    ctx.out.json(data.sessions_data(listed, defaults))
     return 0

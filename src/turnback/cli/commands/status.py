@@ -51,15 +51,5 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if not (status.running or status.busy or status.commands or interrupted):
         out.line(say("status_idle"))
     out.line(say("status_kept", size=human_size(status.kept_bytes), max_mib=engine.config.store_max_mib))
-    out.json(
-        {
-            "session": status.session.id,
-            "head": status.session.head,
-            "running_turns": [t.id for t in status.running],
-            "busy": [word(reason) for reason in status.busy],
-            "commands": [c.id for c in status.commands],
-            "interrupted": data.plan_data(interrupted, applied=False) if interrupted else None,
-            "kept_bytes": status.kept_bytes,
-        }
-    )
+    out.json(data.status_data(status))
     return 0

@@ -27,6 +27,7 @@ from turnback.store.hosts import LocalHost, local_host
 from turnback.store.postgres.database import PgDatabase
 from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
 from turnback.store.records import DanglingReference, FreeSpace, SchemaObject
+from turnback.store.sqlite.activity import ActivityQueries
 from turnback.store.sqlite.base import SqliteRecords
 from turnback.store.sqlite.calls import CallQueries
 from turnback.store.sqlite.maintenance import MaintenanceQueries
@@ -223,7 +224,20 @@ class _Rollback(Exception):
     """Ends the transaction that made the expected schema, so it is rolled back."""
 
 
+class PgActivity(ActivityQueries, PgOpening):
+    """What changed, for a live front end: the sessions' activity as SQLite's; the change counter from the
+    server's notices, so a write of any host moves it."""
+
+    _changes_seen = 0
+
+    def data_version(self) -> int:
+        if self.wait_for_change(0):  # a write of some host committed since the last look (read, not waited for)
+            self._changes_seen += 1
+        return self._changes_seen
+
+
 class PgStore(
+    PgActivity,
     PgProjectQueries,
     PgMaintenanceQueries,
     TurnQueries,
