@@ -213,6 +213,9 @@ class Engine:
     def default_session(self, sessions: Sequence[Session]) -> Session:
         return self._sessions.default_session(sessions)
 
+    def default_sessions(self, sessions: Sequence[Session]) -> set[SessionId]:
+        return self._sessions.default_sessions(sessions)
+
     def sessions(self, project_root: str | None = None) -> list[Session]:
         return self._sessions.sessions(project_root)
 
@@ -287,6 +290,9 @@ class Engine:
 
     def active_line(self, session_id: SessionId) -> list[Turn]:
         return self._history.active_line(session_id)
+
+    def change_mark(self, session_id: SessionId) -> tuple[object, ...]:
+        return self._history.change_mark(session_id)
 
     def files(self, session_id: SessionId) -> list[tuple[str, Message]]:
         return self._history.files(session_id)

@@ -107,6 +107,23 @@ class History:
             current = by_id[current].parent
         return list(reversed(line))
 
+    def change_mark(self, session_id: SessionId) -> tuple[object, ...]:
+        """A value that differs whenever what a view of the session shows may have: its head, a turn begun,
+        ended or undone, a call of its newest turn recorded or finished, an operation applied, a busy mark.
+
+        Cheap enough to ask twice a second (a live view polls it); reads only, decrypts no content.
+        """
+        session = self._store.session(session_id)
+        turns = self._store.turns(session_id)
+        newest = self._store.calls_of_turn(turns[-1].id) if turns else ()
+        return (
+            session.head,
+            tuple((turn.id, turn.status, turn.undone) for turn in turns),
+            tuple((call.id, call.status, len(call.changes)) for call in newest),
+            tuple(self._store.ops_in_status(session_id, "done")),
+            tuple(reason for _, reason, _, _ in self._store.busy_marks(session_id)),
+        )
+
     def turn_ref(self, session_id: SessionId, ref: str) -> Turn | None:
         """The turn *ref* names (a number, or an id prefix of any session, so a wrong one is named); 0: the start."""
         if ref.strip() in ("0", "start"):
