@@ -359,6 +359,7 @@ class TurnbackApp(App[int]):
         command_line = self.query_one(CommandLine)
         command_line.remember(line)
         command_line.value = ""
+        self.query_one("#tree").focus()  # as in vim: Enter leaves the command line, so y, r, u work again
         if not line:
             return
         try:

@@ -71,7 +71,7 @@ def parse(line: str) -> Command:
         raise CommandError("unknown", line)
     name = words[0].removeprefix("/")
     if name not in USAGES:
-        raise CommandError("unknown", words[0])
+        raise CommandError("unknown", "/" + name)
     rest = words[1:]
     confirm = "confirm" in rest
     flags = frozenset(word for word in rest if word.startswith("--"))

@@ -1,0 +1,222 @@
+"""The TUI driven as a user drives it (Textual's pilot): what it shows, and the bytes on disk after each step."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+import turnback
+from tests.conftest import Result, run_cli, tree_state
+from tests.tui.conftest import SIZE, Story
+from turnback import short_id
+from turnback.tui.app import TurnbackApp
+
+pytestmark = pytest.mark.anyio  # the app runs in an event loop (anyio's plugin, which mcp brings, drives it)
+
+
+def shown(app: TurnbackApp, selector: str) -> str:
+    """What a part of the screen says, as plain text."""
+    return str(app.query_one(selector, Static).content)
+
+
+def output(app: TurnbackApp) -> list[str]:
+    return shown(app, "#output").splitlines()
+
+
+async def command(pilot: Pilot[int], line: str) -> None:
+    """Type ``/`` (which focuses the command line), the rest of *line*, and Enter."""
+    await pilot.press("slash", *line.removeprefix("/"), "enter")
+    await pilot.pause()
+
+
+def cli_turn_elsewhere(home: Path, project: Path, session: str, path: str, data: bytes) -> None:
+    """A turn recorded by another process: the real ``turnback`` CLI, as a harness records one."""
+    for args, stdin in (
+        (("turn", "begin", "--session", session, "--message", "from elsewhere"), b""),
+        (("write", "--session", session, path), data),
+        (("turn", "end", "--session", session), b""),
+    ):
+        done = run_cli(home, *args, cwd=project, stdin=stdin)
+        assert done.rc == 0, done.err
+
+
+async def test_history_a_node_its_preview_then_rollback_confirm(app: TurnbackApp, story: Story, project: Path) -> None:
+    _, t2, t3 = story.turns
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/history")
+        assert app.query_one("#tree").has_focus  # Enter left the command line
+        await pilot.press("slash", "escape")  # / focuses the command line, Escape leaves it
+        assert app.query_one("#tree").has_focus
+        await pilot.press("down")  # from the head (turn 3) to turn 2
+        await pilot.pause()
+        assert shown(app, "#node").splitlines() == [
+            f"turn 2  {short_id(t2)}  say goodbye too",
+            "modified README.md +1 -0",
+        ]
+        assert "+goodbye" in shown(app, "#diff").splitlines()
+
+        await command(pilot, "/rollback 2")
+        assert output(app) == [
+            f"roll back to turn 2 ({short_id(t2)})",
+            f"rewind turn 3 ({short_id(t3)}): drop the guide",
+            "restore     notes.txt",
+            "restore     docs/guide.md",
+            "what the files go back to: +1 -1 (--diff shows the whole diff)",
+            "  docs/guide.md  +1",
+            "  notes.txt      -1",
+        ]
+        assert shown(app, "#prompt") == "this changes nothing yet: /rollback 2 confirm applies it"
+        assert tree_state(project) == story.states[3]  # a preview changes nothing
+        assert app.engine.session(story.session.id).head == t3
+
+        await command(pilot, "/rollback 2 confirm")
+        assert output(app)[-1].startswith("rolled back: 2 files restored")
+        assert tree_state(project) == story.states[2]  # turn 2's end state, byte for byte
+        assert app.engine.session(story.session.id).head == t2
+        assert shown(app, "#prompt") == "" or not app.query_one("#confirm").has_class("shown")
+
+
+async def test_enter_on_a_node_previews_rolling_back_to_it_and_y_applies(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down", "down", "enter")  # turn 1
+        await pilot.pause()
+        assert output(app)[0] == f"roll back to turn 1 ({short_id(story.turns[0])})"
+        assert tree_state(project) == story.states[3]
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == story.states[1]
+        assert app.engine.session(story.session.id).head == story.turns[0]
+
+
+async def test_a_confirm_after_another_process_added_a_turn_is_refused_as_the_cli_refuses_it(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    t3 = story.turns[2]
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/rollback 1")
+        cli_turn_elsewhere(home, project, story.session.id, "notes.txt", b"four\n")
+        after_four = tree_state(project)
+        await pilot.pause(0.5)  # the live view shows turn 4 meanwhile
+        await command(pilot, "/rollback 1 confirm")
+        refusal = output(app)
+        assert tree_state(project) == after_four  # nothing changed
+        head = app.engine.session(story.session.id).head
+        assert head is not None and head not in story.turns
+    cli = run_cli(home, "rollback", "1", "--session", story.session.id, "--confirm", "--expect-head", short_id(t3))
+    assert (cli.rc, cli.err.splitlines()) == (1, ["turnback: " + refusal[0]])
+    assert refusal == [
+        f"stale head: the session's head is turn 4, not the one given ({short_id(t3)}); another turn or rollback"
+        " happened since. Nothing was changed: look again"
+    ]
+
+
+async def test_a_turn_recorded_elsewhere_shows_within_a_second(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        cli_turn_elsewhere(home, project, story.session.id, "new.txt", b"new\n")
+        await pilot.pause(1.0)
+        rows = [str(option.prompt) for option in app.query_one("#tree").options]  # type: ignore[attr-defined]
+        assert rows[0].startswith("* turn 4  ") and rows[0].endswith("from elsewhere  [head]")
+
+
+async def test_a_conflicting_revert_changes_nothing_then_anyway_restores_over_what_it_showed(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    [edit] = app.engine.log(story.session.id)[1].calls
+    (project / "README.md").write_bytes(b"# project\n\nhello\ngoodbye\nmine\n")  # the user's own edit, since
+    mine = tree_state(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down")
+        await pilot.pause()
+        await pilot.press("r")  # the selected call of turn 2: its preview first
+        await pilot.pause()
+        shown_rows = output(app)
+        assert shown_rows[1].startswith("skip        README.md (")
+        assert shown_rows[-1] == (
+            f"revert changed nothing: 1 path acts only with --anyway; turnback revert {short_id(edit.id)} --anyway"
+            " acts on it"
+        )
+        assert not app.query_one("#confirm").has_class("shown")  # nothing to confirm
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == mine
+
+        await command(pilot, f"/revert {short_id(edit.id)} --anyway")
+        assert tree_state(project) == mine
+        assert shown(app, "#prompt") == (
+            f"Restore Anyway? y = yes, n = no  (or type /revert {short_id(edit.id)} --anyway confirm)"
+        )
+        await pilot.press("y")
+        await pilot.pause()
+    assert (project / "README.md").read_bytes() == b"# project\n\nhello\n"  # what the call found
+    [trashed] = [path for path in (Path(app.engine.home) / "trash").rglob("README.md")]
+    assert trashed.read_bytes() == b"# project\n\nhello\ngoodbye\nmine\n"  # the user's edit, kept
+
+
+async def test_undo_is_refused_with_the_reason_while_the_session_is_busy(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    busy = run_cli(home, "busy", "start", "--session", story.session.id, "compaction", "--pid", str(os.getpid()))
+    assert busy.rc == 0, busy.err
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shown(app, "#busy") == "busy: compaction"
+        await pilot.press("u")
+        await pilot.pause()
+        cli: Result = run_cli(home, "undo", "--session", story.session.id, "--yes", cwd=project)
+        assert (cli.rc, cli.err.splitlines()) == (3, ["turnback: " + output(app)[0]])
+        assert tree_state(project) == story.states[3]
+
+
+async def test_lang_ja_words_every_label_in_japanese(app: TurnbackApp, story: Story) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        assert "r Revert" in shown(app, "#keys")
+        await command(pilot, "/lang ja")
+        assert "r 元に戻す" in shown(app, "#keys")
+        assert output(app) == ["言語：ja"]
+        await pilot.press("r")
+        await pilot.pause()
+        assert shown(app, "#prompt").startswith("元に戻す？")
+        rows = [str(option.prompt) for option in app.query_one("#tree").options]  # type: ignore[attr-defined]
+        assert rows[0].startswith("* ターン 3  ")
+
+
+async def test_undo_redo_and_the_views_of_the_command_line(app: TurnbackApp, story: Story, project: Path) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/undo")
+        assert tree_state(project) == story.states[3]
+        await command(pilot, "/undo confirm")
+        assert tree_state(project) == story.states[2]
+        await command(pilot, "/redo")
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == story.states[3]
+        await command(pilot, "/files")
+        assert output(app) == [
+            "README.md      as of turn 2",
+            "notes.txt      as of turn 3",
+            "docs/guide.md  deleted in turn 3",
+        ]
+        await command(pilot, "/diff 2")
+        assert "+goodbye" in output(app)
+        await command(pilot, "/status")
+        assert output(app)[0] == f"session {short_id(story.session.id)}  head: turn 3 ({short_id(story.turns[2])})"
+        await command(pilot, "/rollback")
+        assert output(app) == ["usage: /rollback N [--diff] [confirm]"]
+        await command(pilot, "/frobnicate")
+        assert output(app) == ["unknown command /frobnicate: /help lists the commands"]
+        await command(pilot, "/quit")
+    assert app.return_code == 0
+
+
+def test_turnback_tui_without_a_session_is_refused(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
+    done = cli("tui")
+    assert done.rc != 0 and done.err.startswith("turnback: "), done.err
+    assert isinstance(turnback.__version__, str)
