@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -69,7 +69,9 @@ class CommandLine(Input):
     ]
 
     def __init__(self) -> None:
-        super().__init__(id="command", suggester=SuggestFromList(COMPLETIONS, case_sensitive=False))
+        super().__init__(
+            id="command", suggester=SuggestFromList(COMPLETIONS, case_sensitive=False), select_on_focus=False
+        )
         self.history: list[str] = []
         self._recalled = 0
 
@@ -77,6 +79,26 @@ class CommandLine(Input):
         if line and (not self.history or self.history[-1] != line):
             self.history.append(line)
         self._recalled = len(self.history)
+
+    async def _on_key(self, event: events.Key) -> None:
+        # Enter is taken here, in turn with the characters before it, not as a binding: Textual checks a
+        # binding when the key has come back up to the app, by when the keys typed after it (a pasted
+        # "/history" Enter "/rollback 1" Enter) may be in this line already.
+        if event.key == "enter":
+            event.stop()
+            event.prevent_default()
+            await self.action_submit()
+            return
+        await super()._on_key(event)
+
+    async def action_submit(self) -> None:
+        """Enter: the line goes to the app, and the command line is left at once (as in vim), so the keys
+        typed next (y, r, u, or "/" and another command) are never mixed into this line."""
+        line = self.value.strip()
+        self.remember(line)
+        self.value = ""
+        self.screen.set_focus(self.screen.query_one("#tree"))
+        self.post_message(self.Submitted(self, line))
 
     def action_complete(self) -> None:
         if self._suggestion:
@@ -92,7 +114,7 @@ class CommandLine(Input):
 
     def action_leave(self) -> None:
         self.value = ""
-        self.screen.query_one("#tree").focus()
+        self.screen.set_focus(self.screen.query_one("#tree"))
 
 
 class SessionPicker(ModalScreen[str | None]):
@@ -122,6 +144,7 @@ class TurnbackApp(App[int]):
     """``turnback tui``: one session's history, driven by commands and keys."""
 
     TITLE = "turnback"
+    AUTO_FOCUS = None  # on_mount gives the tree the focus at once; Textual's own would come after keys typed
     CSS = """
     #title { height: 1; background: $primary-background; }
     #busy { height: auto; color: $warning; }
@@ -140,7 +163,10 @@ class TurnbackApp(App[int]):
     .refused { color: $error; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("slash", "command_line", show=False),
+        # A priority binding, handled as the key arrives: a plain one waits until the key has bubbled up
+        # from the tree, and the keys typed after "/" (r, y...) would reach the tree first. (Off while the
+        # command line has the focus: check_action.)
+        Binding("slash", "command_line", show=False, priority=True),
         Binding("q", "quit_app", show=False),
         Binding("r", "revert_selected", show=False),
         Binding("u", "undo_selected", show=False),
@@ -184,7 +210,7 @@ class TurnbackApp(App[int]):
     def on_mount(self) -> None:
         self._relabel()
         self.reload()
-        self.query_one("#tree").focus()
+        self.screen.set_focus(self.query_one("#tree"))  # at once: Widget.focus would come after keys typed
         self.set_interval(self.poll_s, self.poll)
 
     @contextlib.contextmanager
@@ -230,15 +256,18 @@ class TurnbackApp(App[int]):
             status = engine.status(session_id)
             busy = [say("status_running_turn", number=turn.number, pid=turn.holder_pid) for turn in status.running]
             busy += [say("busy_reason", reason=word(reason)) for reason in status.busy]
-        tree.clear_options()
-        tree.add_options(
-            [Option(plain([line]), id=turn.id if turn else None, disabled=turn is None) for turn, line in rows]
-        )
+        ids = [turn.id for turn, _ in rows if turn is not None]
+        # Redrawn, the tree keeps its selection; that is no move of the user's (which shows the node in place
+        # of what a command printed).
+        with tree.prevent(OptionList.OptionHighlighted):
+            tree.clear_options()
+            tree.add_options(
+                [Option(plain([line]), id=turn.id if turn else None, disabled=turn is None) for turn, line in rows]
+            )
+            if ids:
+                tree.highlighted = tree.get_option_index(selected if selected in ids else session.head or ids[0])
         self.query_one("#busy", Static).update(plain(busy))
         self.query_one("#busy").display = bool(busy)
-        ids = [turn.id for turn, _ in rows if turn is not None]
-        if ids:
-            tree.highlighted = tree.get_option_index(selected if selected in ids else session.head or ids[0])
         if not ids or not self._showing_output:
             self.show_node()
 
@@ -355,11 +384,7 @@ class TurnbackApp(App[int]):
 
     @on(Input.Submitted, "#command")
     def _submitted(self, event: Input.Submitted) -> None:
-        line = event.value.strip()
-        command_line = self.query_one(CommandLine)
-        command_line.remember(line)
-        command_line.value = ""
-        self.query_one("#tree").focus()  # as in vim: Enter leaves the command line, so y, r, u work again
+        line = event.value
         if not line:
             return
         try:
@@ -500,9 +525,16 @@ class TurnbackApp(App[int]):
 
     def action_command_line(self) -> None:
         command_line = self.query_one(CommandLine)
-        command_line.focus()
+        # At once, not after the keys already typed (as Widget.focus would): typed fast, "/history" would
+        # otherwise reach the tree as the keys r (revert) and y (confirm).
+        self.screen.set_focus(command_line)
         command_line.value = "/"
         command_line.cursor_position = 1
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """On the command line, "/" is a character of the command (a path): it goes there in its turn,
+        after the keys typed before it (the command line reads them from its own queue)."""
+        return not (action == "command_line" and isinstance(self.screen.focused, CommandLine))
 
     def action_quit_app(self) -> None:
         self.exit(0)
