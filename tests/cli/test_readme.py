@@ -29,6 +29,7 @@ NOT_RUN = {
     "make test": "it is this test suite itself (lint, type check, every test)",
     "pip install .": "installs into the Python environment and may need the network; .venv/bin/turnback is used",
     ".venv/bin/python benchmarks/sidebyside.py --files 50000": "a benchmark of minutes on a 50,000-file tree",
+    "turnback tui": "interactive: tests/tui/test_terminal.py runs it in a real terminal (tmux) and types at it",
 }
 
 # Blocks whose commands build on each other, by their first command: run as one script, in order.
