@@ -6,11 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
+from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Static
+from textual.widgets import Input, OptionList, Static
 
 import turnback
 from tests.conftest import Result, run_cli, tree_state
+from tests.history.helpers import lib_turn
 from tests.tui.conftest import SIZE, Story
 from turnback import short_id
 from turnback.tui.app import TurnbackApp
@@ -220,3 +222,79 @@ def test_turnback_tui_without_a_session_is_refused(cli, project: Path) -> None: 
     done = cli("tui")
     assert done.rc != 0 and done.err.startswith("turnback: "), done.err
     assert isinstance(turnback.__version__, str)
+
+
+async def test_sessions_switches_and_a_turn_of_another_session_is_refused(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    engine = app.engine
+    other = engine.new_session(str(project), title="other")
+    other_turn = lib_turn(engine, other.id, "elsewhere", ("write", "other.txt", b"other\n"))
+    before = tree_state(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, f"/rollback {short_id(other_turn.id)}")
+        assert output(app) == [
+            f"turn {short_id(other_turn.id)} belongs to another session, not {short_id(story.session.id)}; nothing"
+            " was changed"
+        ]
+        assert tree_state(project) == before
+
+        await command(pilot, "/sessions")
+        picker = app.screen.query_one("#sessions", OptionList)
+        assert [option.id for option in picker.options] == [other.id, story.session.id]  # the latest first
+        assert picker.highlighted == 1  # the session shown
+        await pilot.press("k", "enter")
+        await pilot.pause()
+        assert shown(app, "#title") == f"turnback: session {short_id(other.id)}"
+        assert shown(app, "#node").splitlines()[0] == f"turn 1  {short_id(other_turn.id)}  elsewhere  [head]"
+
+
+async def test_the_command_line_completes_recalls_and_the_mouse_confirms(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        line = app.query_one("#command", Input)
+        await pilot.press("slash", "r", "o", "l", "tab")
+        assert line.value == "/rollback"
+        await pilot.press("escape")
+        await command(pilot, "/undo")
+        await pilot.press("slash", "up")
+        assert line.value == "/undo"
+        await pilot.press("escape")
+        assert tree_state(project) == story.states[3]
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert tree_state(project) == story.states[2]
+
+
+async def test_an_ignored_file_is_listed_but_its_contents_never_shown(
+    fixed_engine: turnback.Engine, story: Story, project: Path
+) -> None:
+    (project / ".gitignore").write_bytes(b"secret.env\n")
+    lib_turn(fixed_engine, story.session.id, "keys", ("write", "secret.env", b"TOKEN=hunter2\n"))
+    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screens = [shown(app, "#node"), shown(app, "#diff")]
+        await command(pilot, "/diff")
+        screens.append(shown(app, "#output"))
+        await command(pilot, "/undo")
+        screens.append(shown(app, "#output"))
+    assert all("hunter2" not in screen for screen in screens), screens
+    assert screens[1].splitlines() == ["new secret.env (ignored by .gitignore: contents not shown)"]
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+async def test_diffs_are_coloured_unless_no_color(
+    fixed_engine: turnback.Engine, story: Story, monkeypatch: pytest.MonkeyPatch, no_color: bool
+) -> None:
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    app = TurnbackApp(fixed_engine, story.session, lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        diff = app.query_one("#diff", Static).content
+        assert isinstance(diff, Text) and "-no final newline" in diff.plain
+        assert bool(diff.spans) is not no_color

@@ -122,15 +122,21 @@ class SessionPicker(ModalScreen[str | None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", show=False)]
 
-    def __init__(self, heading: str, rows: Sequence[tuple[str, str]]):
+    def __init__(self, heading: str, rows: Sequence[tuple[str, str]], current: str):
         super().__init__()
         self._heading = heading
         self._rows = rows
+        self._current = current
 
     def compose(self) -> ComposeResult:
         with Vertical(id="picker"):
             yield Static(plain([self._heading]))
             yield Rows(*(Option(plain([line]), id=session_id) for session_id, line in self._rows), id="sessions")
+
+    def on_mount(self) -> None:
+        sessions = self.query_one("#sessions", Rows)
+        sessions.highlighted = sessions.get_option_index(self._current)  # where the user is, to move from
+        self.set_focus(sessions)
 
     @on(OptionList.OptionSelected)
     def _chosen(self, event: OptionList.OptionSelected) -> None:
@@ -590,7 +596,7 @@ class TurnbackApp(App[int]):
                 for session in sessions
             ]
             heading = say("tui_sessions_title")
-        self.push_screen(SessionPicker(heading, rows), self._switch_session)
+        self.push_screen(SessionPicker(heading, rows, self.session_id), self._switch_session)
 
     def _switch_session(self, session_id: str | None) -> None:
         if session_id is None or session_id == self.session_id:
