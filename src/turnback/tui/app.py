@@ -449,18 +449,7 @@ class TurnbackApp(App[int]):
         if command.name == "status":
             engine.catch_up(session_id)
             status = engine.status(session_id)
-            return plain(
-                text.status_lines(
-                    status.session,
-                    status.head,
-                    running=status.running,
-                    busy=status.busy,
-                    commands=status.commands,
-                    interrupted=status.interrupted,
-                    kept_bytes=status.kept_bytes,
-                    max_mib=engine.config.store_max_mib,
-                )
-            )
+            return plain(text.status_lines(**status._asdict(), max_mib=engine.config.store_max_mib))
         diff = engine.turn_diff(session_id, command.words[0] if command.words else None)
         ignored = set(diff.ignored)
         notes = [word(diff.note)] if diff.note else []

@@ -18,18 +18,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session_id = ctx.session(with_turns=True).id
     engine.catch_up(session_id)
     status = engine.status(session_id)
-    out.lines(
-        text.status_lines(
-            status.session,
-            status.head,
-            running=status.running,
-            busy=status.busy,
-            commands=status.commands,
-            interrupted=status.interrupted,
-            kept_bytes=status.kept_bytes,
-            max_mib=engine.config.store_max_mib,
-        )
-    )
+    out.lines(text.status_lines(**status._asdict(), max_mib=engine.config.store_max_mib))
     out.json(
         {
             "session": status.session.id,
