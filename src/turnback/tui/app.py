@@ -27,7 +27,7 @@ from turnback import Call, Engine, Plan, Session, Turn, short_id
 from turnback.catalog import Message, language, say, word
 from turnback.render import text, views
 from turnback.render.terminal import escape_line
-from turnback.tui.commands import COMPLETIONS, USAGES, Command, CommandError, confirms, parse
+from turnback.tui.commands import COMPLETIONS, HELP, Command, CommandError, confirms, parse
 
 ROLLBACK = "rollback"
 
@@ -242,8 +242,12 @@ class TurnbackApp(App[int]):
 
     def poll(self) -> None:
         """Redraw when another process recorded something (a turn, a call, an operation, a busy mark)."""
-        if self.engine.change_mark(self.session_id) != self._mark:
-            self.reload()
+        try:
+            if self.engine.change_mark(self.session_id) != self._mark:
+                self.reload()
+        except turnback.TurnbackError as error:  # the store busy a moment, or the session deleted meanwhile
+            with self.worded():
+                self.show_output(plain([word(error.message)]), refused=True)
 
     def reload(self) -> None:
         engine, session_id = self.engine, self.session_id
@@ -433,7 +437,7 @@ class TurnbackApp(App[int]):
         elif name == "help":
             with self.worded():
                 lines = [say("tui_help_title")]
-                lines += [f"  {usage}  {say('tui_help_' + key)}" for key, usage in USAGES.items()]
+                lines += [f"  {usage}  {word(does)}" for usage, does in HELP.values()]
             self.show_output(plain(lines))
         elif name in ("diff", "files", "status"):
             with self.worded():

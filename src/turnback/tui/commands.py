@@ -8,23 +8,24 @@ from __future__ import annotations
 import shlex
 from typing import NamedTuple
 
-from turnback.catalog import LANGUAGES
+from turnback.catalog import LANGUAGES, Message
 
-# Each command and the arguments it takes, as /help and a usage error show them.
-USAGES = {
-    "history": "/history",
-    "sessions": "/sessions",
-    "rollback": "/rollback N [--diff] [confirm]",
-    "undo": "/undo [N | from N] [--force] [confirm]",
-    "revert": "/revert CALL [--anyway] [confirm]",
-    "redo": "/redo [confirm]",
-    "diff": "/diff [N]",
-    "files": "/files",
-    "status": "/status",
-    "lang": "/lang " + "|".join(LANGUAGES),
-    "help": "/help",
-    "quit": "/quit",
+# Each command, the arguments it takes (as a usage error shows them) and what /help says it does.
+HELP: dict[str, tuple[str, Message]] = {
+    "history": ("/history", Message("tui_help_history")),
+    "sessions": ("/sessions", Message("tui_help_sessions")),
+    "rollback": ("/rollback N [--diff] [confirm]", Message("tui_help_rollback")),
+    "undo": ("/undo [N | from N] [--force] [confirm]", Message("tui_help_undo")),
+    "revert": ("/revert CALL [--anyway] [confirm]", Message("tui_help_revert")),
+    "redo": ("/redo [confirm]", Message("tui_help_redo")),
+    "diff": ("/diff [N]", Message("tui_help_diff")),
+    "files": ("/files", Message("tui_help_files")),
+    "status": ("/status", Message("tui_help_status")),
+    "lang": ("/lang " + "|".join(LANGUAGES), Message("tui_help_lang")),
+    "help": ("/help", Message("tui_help_help")),
+    "quit": ("/quit", Message("tui_help_quit")),
 }
+USAGES = {name: usage for name, (usage, _) in HELP.items()}
 
 # What Tab completes a command line to: each command, and the forms of the ones that take words.
 COMPLETIONS = [
@@ -98,4 +99,4 @@ def confirms(command: Command, preview: Command) -> bool:
     )
 
 
-__all__ = ["COMPLETIONS", "USAGES", "Command", "CommandError", "confirms", "parse"]
+__all__ = ["COMPLETIONS", "HELP", "USAGES", "Command", "CommandError", "confirms", "parse"]
