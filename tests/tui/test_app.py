@@ -218,10 +218,20 @@ async def test_undo_redo_and_the_views_of_the_command_line(app: TurnbackApp, sto
     assert app.return_code == 0
 
 
-def test_turnback_tui_without_a_session_is_refused(cli, project: Path) -> None:  # type: ignore[no-untyped-def]
-    done = cli("tui")
-    assert done.rc != 0 and done.err.startswith("turnback: "), done.err
-    assert isinstance(turnback.__version__, str)
+def test_turnback_tui_needs_a_session_and_a_terminal(cli, engine, project: Path) -> None:  # type: ignore[no-untyped-def]
+    nothing = cli("tui")
+    assert (nothing.rc, nothing.err) == (
+        2,
+        f"turnback: {project} is in no turnback project; give --session, or run turnback init in the project\n",
+    )
+    session = engine.new_session(str(project), title="t")
+    lib_turn(engine, session.id, "one", ("write", "a.txt", b"a\n"))
+    piped = cli("tui")  # stdin and stdout are pipes here
+    assert (piped.rc, piped.out) == (2, "")
+    assert piped.err == (
+        "turnback: turnback tui needs a terminal (stdin and stdout both); in a script use turnback log, rollback,"
+        " undo\n"
+    )
 
 
 async def test_sessions_switches_and_a_turn_of_another_session_is_refused(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 
 import turnback
 from turnback.catalog import Message, language
@@ -29,7 +30,9 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if importlib.util.find_spec("textual") is None:
         raise turnback.UsageError(Message("tui_needs_extra"))
+    session = ctx.session(with_turns=True)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise turnback.UsageError(Message("tui_needs_terminal"))
     from turnback import tui
 
-    session = ctx.session(with_turns=True)
     return tui.run(ctx.engine, session, lang=language.get())
