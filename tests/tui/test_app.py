@@ -308,3 +308,13 @@ async def test_diffs_are_coloured_unless_no_color(
         diff = app.query_one("#diff", Static).content
         assert isinstance(diff, Text) and "-no final newline" in diff.plain
         assert bool(diff.spans) is not no_color
+
+
+async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
+    fixed_engine: turnback.Engine, story: Story
+) -> None:
+    lib_turn(fixed_engine, story.session.id, "fix the parser\nthen the \x1b[2Jdocs", ("write", "a.txt", b"a\n"))
+    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shown(app, "#node").splitlines()[1:3] == ["message: fix the parser", "  then the \\033[2Jdocs"]

@@ -79,8 +79,11 @@ def test_history_then_rollback_confirm_in_a_real_terminal(cli, home: Path, proje
     terminal.start([sys.executable, "-m", "turnback", "tui", "--session", sid], env, project)
     terminal.wait_for(lambda shown: "turn 2" in shown and "[head]" in shown, "the history tree")
 
+    terminal.type("/help")  # each command typed as one burst, as a paste sends it
+    terminal.wait_for(lambda shown: "commands (Tab completes" in shown, "/help")
     terminal.type("/history")
-    shown = terminal.wait_for(lambda shown: f"turn 1  {t1}  one" in shown, "turn 1 in the tree")
+    shown = terminal.wait_for(lambda shown: "commands (Tab" not in shown, "/history in place of /help")
+    assert f"turn 1  {t1}  one" in shown
     assert "r Revert" in shown.splitlines()[-1]  # the key help line, at the bottom of an 80×24-or-wider screen
 
     terminal.type("/rollback 1")

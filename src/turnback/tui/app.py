@@ -92,12 +92,11 @@ class CommandLine(Input):
         await super()._on_key(event)
 
     async def action_submit(self) -> None:
-        """Enter: the line goes to the app, and the command line is left at once (as in vim), so the keys
-        typed next (y, r, u, or "/" and another command) are never mixed into this line."""
+        """Enter: the line goes to the app, and the command line starts empty, so the keys typed next are
+        never mixed into this line (the app then leaves the command line, as vim does)."""
         line = self.value.strip()
         self.remember(line)
         self.value = ""
-        self.screen.set_focus(self.screen.query_one("#tree"))
         self.post_message(self.Submitted(self, line))
 
     def action_complete(self) -> None:
@@ -309,8 +308,10 @@ class TurnbackApp(App[int]):
         resent = {t.id for t in self.turns.values() if t.resent}
         with self.worded():
             lines = [text.turn_line(turn, head=self.head, active=active, resent=resent)]
-            if turn.message and "\n" in turn.message.strip():
-                lines.append(say("tui_message", text=turn.message.strip()))
+            message = (turn.message or "").strip().splitlines()
+            if len(message) > 1:  # the tree shows its first line only
+                lines.append(say("tui_message", text=message[0]))
+                lines.extend("  " + line for line in message[1:])
             lines.extend(text.change_rows(turn, self.engine.load, self.engine.overlap_notes))
             if not turn.calls:
                 lines.append(say("tui_no_calls"))
@@ -394,6 +395,9 @@ class TurnbackApp(App[int]):
 
     @on(Input.Submitted, "#command")
     def _submitted(self, event: Input.Submitted) -> None:
+        # Left here, in the app's turn, not in the command line's: the keys the app has handed it meanwhile
+        # (typed fast, or pasted) are its own still, Enter included; the keys after go to the tree.
+        self.screen.set_focus(self.query_one("#tree"))
         line = event.value
         if not line:
             return
