@@ -30,6 +30,7 @@ NOT_RUN = {
     "pip install .": "installs into the Python environment and may need the network; .venv/bin/turnback is used",
     ".venv/bin/python benchmarks/sidebyside.py --files 50000": "a benchmark of minutes on a 50,000-file tree",
     "turnback serve": "serves until Ctrl-C; tests/web/test_api.py starts it and reads the line it prints",
+    "turnback tui": "interactive: tests/tui/test_terminal.py runs it in a real terminal (tmux) and types at it",
 }
 # The team's shared store: its commands need a PostgreSQL server; tests/shared/test_readme_team.py runs them
 # against the test server.

@@ -348,6 +348,9 @@ class Engine(_CommandVerbs):
     def default_session(self, sessions: Sequence[Session]) -> Session:
         return self._sessions.default_session(sessions)
 
+    def default_sessions(self, sessions: Sequence[Session]) -> set[SessionId]:
+        return self._sessions.default_sessions(sessions)
+
     def sessions(self, project_root: str | None = None) -> list[Session]:
         return self._sessions.sessions(project_root)
 
@@ -412,6 +415,10 @@ class Engine(_CommandVerbs):
     def activity(self) -> list[SessionActivity]:
         """Each session's newest turn, call and operation, with a marker that changes when any of its records do."""
         return self.store.activity()
+
+    def change_mark(self, session_id: SessionId) -> str | None:
+        """The session's marker of :meth:`activity`: a live view of one session redraws when it moves."""
+        return next((seen.marker for seen in self.store.activity() if seen.session_id == session_id), None)
 
     # -- history (history.py) --------------------------------------------------------------
 

@@ -84,6 +84,13 @@ class Sessions:
         """Of one project's *sessions* (most recently active first): the first with turns, else the first."""
         return next((session for session in sessions if self._store.turns(session.id)), sessions[0])
 
+    def default_sessions(self, sessions: Sequence[Session]) -> set[SessionId]:
+        """Of *sessions*, the default of each project among them: the one a bare undo, log or diff there acts on."""
+        return {
+            self.default_session([s for s in sessions if s.project_id == project_id]).id
+            for project_id in {session.project_id for session in sessions}
+        }
+
     def sessions(self, project_root: str | None = None) -> list[Session]:
         if project_root is None:
             return self._store.sessions()

@@ -6,14 +6,29 @@ they never read the disk or the store themselves.
 
 from __future__ import annotations
 
+import datetime
 import signal
 from collections.abc import Callable, Collection, Sequence
 
 from turnback.catalog import Message, say, word
-from turnback.model import OP_NOUNS, BlobId, Call, Change, FileState, OpKind, OpResult, Plan, PlanRow, Turn, short_id
-from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers
+from turnback.model import (
+    OP_NOUNS,
+    BlobId,
+    Call,
+    Change,
+    FileState,
+    OpKind,
+    OpResult,
+    Plan,
+    PlanRow,
+    Project,
+    Session,
+    Turn,
+    short_id,
+)
+from turnback.render.diff import FileDiff, clip_lines, diff_states, file_headers, human_size
 from turnback.render.summary import call_title, net_changes, shown_path
-from turnback.render.terminal import pad, quote
+from turnback.render.terminal import display_width, pad, quote
 
 Load = Callable[[BlobId], bytes]
 
@@ -345,11 +360,15 @@ def call_states(call: Call, turn: Turn) -> list[Message]:
     return states
 
 
-def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list[str]:
+def call_row(turn: Turn, call: Call) -> str:
+    """``ID  edit src/a.py  (failed)``: one call of a turn, with what became of it."""
+    status = "".join(word(state) for state in call_states(call, turn))
+    return f"{short_id(call.id)}  {call_title(call)}{status}"
+
+
+def change_rows(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list[str]:
+    """``modified src/a.py +3 -1``: each file the turn changed, once, with its line counts."""
     lines = []
-    for call in turn.calls:
-        status = "".join(word(state) for state in call_states(call, turn))
-        lines.append(f"  {short_id(call.id)}  {call_title(call)}{status}")
     noted = _noted_paths(turn, notes)
     for change in net_changes(turn.calls, load):
         if change.after.kind == "dir" or change.before.kind == "dir":
@@ -358,10 +377,15 @@ def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list
         shown = shown_path(change.path, outside=change.outside)
         if change.not_covered:
             counts = say("not_covered_cannot_undo", why=change.not_covered)
-        line = f"    {change_kind(change.kind)} {shown}{counts}"
+        line = f"{change_kind(change.kind)} {shown}{counts}"
         note = noted.get(change.path)
         lines.append(in_parentheses(line, note) if note is not None else line)
     return lines
+
+
+def _turn_body(turn: Turn, load: Load, notes: ChangeNotes | None = None) -> list[str]:
+    calls = [f"  {call_row(turn, call)}" for call in turn.calls]
+    return calls + [f"    {line}" for line in change_rows(turn, load, notes)]
 
 
 def job_end(call: Call) -> str:
@@ -380,24 +404,30 @@ def job_end(call: Call) -> str:
     return say("job_ended_exit", status=status)
 
 
-def log_lines(
+def turn_line(turn: Turn, *, head: str | None, active: Collection[str], resent: Collection[str]) -> str:
+    """``turn 3  1a2b3c4d  fix the parser  (head, undone)``: a node of the history tree."""
+    marks = _turn_marks(turn, head=head, active=active, resent=resent)
+    message = quote((turn.message or "").strip().splitlines()[0]) if (turn.message or "").strip() else ""
+    mark_text = say("turn_marks", marks=Message("comma_list", items=tuple(marks))) if marks else ""
+    return f"{say('turn_number_shown', number=turn.number)}  {short_id(turn.id)}  {message}{mark_text}".rstrip()
+
+
+def tree_rows(
     turns: Sequence[Turn],
-    load: Load,
     *,
     head: str | None = None,
     active: Collection[str] = (),
     resent: Collection[str] = (),
-    notes: ChangeNotes | None = None,
-) -> list[str]:
-    """The session's history tree, newest first, drawn like ``git log --graph``, with calls and changes.
-
-    *notes*: whose a change may be, when another call (of any session) ran meanwhile; said on its file's line.
+    body: Callable[[Turn], list[str]] | None = None,
+) -> list[tuple[Turn | None, str]]:
+    """The session's history tree, newest first, drawn like ``git log --graph``: each line with the turn it
+    is the node of (None: a line that joins branches, or one of *body*'s lines under a node).
 
     Each branch is a lane; a turn with two children (the active line and an
     abandoned branch after a rollback) joins its lanes with ``|/``.
     """
     lanes: list[str | None] = []  # the turn each lane waits for
-    lines: list[str] = []
+    rows: list[tuple[Turn | None, str]] = []
     for turn in sorted(turns, key=lambda t: t.number, reverse=True):
         waiting = [i for i, want in enumerate(lanes) if want == turn.id]
         if not waiting:
@@ -412,21 +442,100 @@ def log_lines(
                         art[2 * i] = "|"
                 for j in waiting[1:]:
                     art[2 * j - 1] = "/"
-                lines.append("".join(art).rstrip())
+                rows.append((None, "".join(art).rstrip()))
                 for extra in reversed(waiting[1:]):
                     del lanes[extra]
         graph = "".join("* " if i == column else "| " for i in range(len(lanes)))
-        marks = _turn_marks(turn, head=head, active=active, resent=resent)
-        message = quote((turn.message or "").strip().splitlines()[0]) if (turn.message or "").strip() else ""
-        mark_text = say("turn_marks", marks=Message("comma_list", items=tuple(marks))) if marks else ""
-        lines.append(
-            f"{graph}{say('turn_number_shown', number=turn.number)}  {short_id(turn.id)}  {message}{mark_text}".rstrip()
-        )
+        rows.append((turn, graph + turn_line(turn, head=head, active=active, resent=resent)))
         lanes[column] = turn.parent
         below = "".join("  " if lanes[i] is None else "| " for i in range(len(lanes)))
-        lines.extend((below + line).rstrip() for line in _turn_body(turn, load, notes))
+        rows.extend((None, (below + line).rstrip()) for line in (body(turn) if body is not None else []))
         if turn.parent is None:
             del lanes[column]
+    return rows
+
+
+def log_lines(
+    turns: Sequence[Turn],
+    load: Load,
+    *,
+    head: str | None = None,
+    active: Collection[str] = (),
+    resent: Collection[str] = (),
+    notes: ChangeNotes | None = None,
+) -> list[str]:
+    """The session's history tree (:func:`tree_rows`), each turn with its calls and changes.
+
+    *notes*: whose a change may be, when another call (of any session) ran meanwhile; said on its file's line.
+    """
+
+    def body(turn: Turn) -> list[str]:
+        return _turn_body(turn, load, notes)
+
+    return [line for _, line in tree_rows(turns, head=head, active=active, resent=resent, body=body)]
+
+
+def session_line(session: Session, project: Project, *, turns: int, default: bool) -> str:
+    """``1a2b3c4d  2026-12-01 15:04    3 turns  /path/project  title  (default)``: a session of ``sessions``."""
+    active = datetime.datetime.fromtimestamp(session.active_at / 1e9).strftime("%Y-%m-%d %H:%M")
+    marks = "  " + say("session_incognito") if session.incognito else ""
+    marks += "  " + say("session_default") if default else ""
+    title = f"  {quote(session.title)}" if session.title else ""
+    # The count right-aligned in three columns, so the turn labels line up.
+    count = " " * max(0, 3 - len(str(turns))) + say("n_turns", count=turns)
+    root = quote(project.root)
+    if project.other_host is not None:  # a store shared by hosts: the files are on that one
+        root = say("host_root_on", root=root, host=project.other_host)
+    return f"{short_id(session.id)}  {active}  {count}  {root}{title}{marks}"
+
+
+def file_lines(files: Sequence[tuple[str, Message]]) -> list[str]:
+    """Each file a session's turns touched and its state (``as of turn 3``), the states in one column."""
+    width = max((display_width(quote(path)) for path, _ in files), default=0) + 2
+    return [pad(quote(path), width) + word(state) for path, state in files] or [say("no_files_changed")]
+
+
+def status_lines(
+    session: Session,
+    head: Turn | None,
+    *,
+    running: Sequence[Turn],
+    busy: Sequence[Message],
+    commands: Sequence[Call],
+    interrupted: Plan | None,
+    kept_bytes: int,
+    max_mib: int,
+) -> list[str]:
+    """``session ID: head turn 3 (ID)``, what runs or marks it busy, an interrupted operation, what is kept."""
+    shown_head = (
+        Message("status_head_turn", number=head.number, turn=short_id(head.id))
+        if head
+        else Message("status_head_start")
+    )
+    lines = [say("status_session_head", session=short_id(session.id), head=shown_head)]
+    lines.extend(say("status_running_turn", number=turn.number, pid=turn.holder_pid) for turn in running)
+    lines.extend(say("busy_reason", reason=word(reason)) for reason in busy)
+    for call in commands:
+        what = Message("noun_job" if call.kind == "job" else "noun_command")
+        lines.append(say("status_running_call", what=what, call=short_id(call.id), pid=call.pid))
+    if interrupted is not None:
+        done = sum(1 for row in interrupted.rows if row.status != "pending")
+        finish = (
+            "turnback undo"
+            if interrupted.kind != "revert"
+            else f"turnback revert {short_id(interrupted.call_id or '')}"
+        )
+        rows_done = Message("rows_done", done=done, count=len(interrupted.rows))
+        kind = op_noun(interrupted.kind)
+        lines.append(
+            say("status_interrupted", kind=kind, op=short_id(interrupted.id), rows_done=rows_done, command=finish)
+        )
+        lines.extend("  " + row_line(row, with_result=True) for row in interrupted.rows if row.status != "pending")
+        pending = [row for row in interrupted.rows if row.status == "pending"]
+        lines.extend("  " + say("status_pending_row", row=row_line(row)) for row in pending)
+    if not (running or busy or commands or interrupted):
+        lines.append(say("status_idle"))
+    lines.append(say("status_kept", size=human_size(kept_bytes), max_mib=max_mib))
     return lines
 
 
@@ -437,10 +546,13 @@ __all__ = [
     "action_label",
     "action_name",
     "call_lines",
+    "call_row",
     "call_states",
     "change_block",
     "change_kind",
+    "change_rows",
     "confirm_prompt",
+    "file_lines",
     "force_only_line",
     "force_only_message",
     "in_parentheses",
@@ -452,4 +564,8 @@ __all__ = [
     "result_lines",
     "result_message",
     "row_line",
+    "session_line",
+    "status_lines",
+    "tree_rows",
+    "turn_line",
 ]

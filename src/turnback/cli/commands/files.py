@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import argparse
 
-from turnback.catalog import say, word
 from turnback.cli import _common
-from turnback.render import data
-from turnback.render.terminal import display_width, pad, quote
+from turnback.render import data, text
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -18,7 +16,6 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     files = ctx.engine.files(ctx.session(with_turns=True).id)
-    width = max((display_width(quote(path)) for path, _ in files), default=0) + 2
-    ctx.out.lines([pad(quote(path), width) + word(state) for path, state in files] or [say("no_files_changed")])
+    ctx.out.lines(text.file_lines(files))
     ctx.out.json(data.files_data(files))
     return 0

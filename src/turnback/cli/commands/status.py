@@ -4,11 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from turnback import short_id
-from turnback.catalog import Message, say, word
 from turnback.cli import _common
 from turnback.render import data, text
-from turnback.render.diff import human_size
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -21,35 +18,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session_id = ctx.session(with_turns=True).id
     engine.catch_up(session_id)
     status = engine.status(session_id)
-    head = (
-        Message("status_head_turn", number=status.head.number, turn=short_id(status.head.id))
-        if status.head
-        else Message("status_head_start")
-    )
-    out.line(say("status_session_head", session=short_id(status.session.id), head=head))
-    for turn in status.running:
-        out.line(say("status_running_turn", number=turn.number, pid=turn.holder_pid))
-    for reason in status.busy:
-        out.line(say("busy_reason", reason=word(reason)))
-    for call in status.commands:
-        what = Message("noun_job" if call.kind == "job" else "noun_command")
-        out.line(say("status_running_call", what=what, call=short_id(call.id), pid=call.pid))
-    interrupted = status.interrupted
-    if interrupted is not None:
-        done = sum(1 for row in interrupted.rows if row.status != "pending")
-        finish = (
-            "turnback undo"
-            if interrupted.kind != "revert"
-            else f"turnback revert {short_id(interrupted.call_id or '')}"
-        )
-        rows_done = Message("rows_done", done=done, count=len(interrupted.rows))
-        kind = text.op_noun(interrupted.kind)
-        out.line(say("status_interrupted", kind=kind, op=short_id(interrupted.id), rows_done=rows_done, command=finish))
-        out.lines(["  " + text.row_line(row, with_result=True) for row in interrupted.rows if row.status != "pending"])
-        pending = [row for row in interrupted.rows if row.status == "pending"]
-        out.lines(["  " + say("status_pending_row", row=text.row_line(row)) for row in pending])
-    if not (status.running or status.busy or status.commands or interrupted):
-        out.line(say("status_idle"))
-    out.line(say("status_kept", size=human_size(status.kept_bytes), max_mib=engine.config.store_max_mib))
+    out.lines(text.status_lines(**status._asdict(), max_mib=engine.config.store_max_mib))
     out.json(data.status_data(status))
     return 0

@@ -1,0 +1,320 @@
+"""The TUI driven as a user drives it (Textual's pilot): what it shows, and the bytes on disk after each step."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import Input, OptionList, Static
+
+import turnback
+from tests.conftest import Result, run_cli, tree_state
+from tests.history.helpers import lib_turn
+from tests.tui.conftest import SIZE, Story
+from turnback import short_id
+from turnback.tui.app import TurnbackApp
+
+pytestmark = pytest.mark.anyio  # the app runs in an event loop (anyio's plugin, which mcp brings, drives it)
+
+
+def shown(app: TurnbackApp, selector: str) -> str:
+    """What a part of the screen says, as plain text."""
+    return str(app.query_one(selector, Static).content)
+
+
+def output(app: TurnbackApp) -> list[str]:
+    return shown(app, "#output").splitlines()
+
+
+async def command(pilot: Pilot[int], line: str) -> None:
+    """Type ``/`` (which focuses the command line), the rest of *line*, and Enter."""
+    await pilot.press("slash", *line.removeprefix("/"), "enter")
+    await pilot.pause()
+
+
+def cli_turn_elsewhere(home: Path, project: Path, session: str, path: str, data: bytes) -> None:
+    """A turn recorded by another process: the real ``turnback`` CLI, as a harness records one."""
+    for args, stdin in (
+        (("turn", "begin", "--session", session, "--message", "from elsewhere"), b""),
+        (("write", "--session", session, path), data),
+        (("turn", "end", "--session", session), b""),
+    ):
+        done = run_cli(home, *args, cwd=project, stdin=stdin)
+        assert done.rc == 0, done.err
+
+
+async def test_history_a_node_its_preview_then_rollback_confirm(app: TurnbackApp, story: Story, project: Path) -> None:
+    _, t2, t3 = story.turns
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/history")
+        assert app.query_one("#tree").has_focus  # Enter left the command line
+        await pilot.press("slash", "escape")  # / focuses the command line, Escape leaves it
+        assert app.query_one("#tree").has_focus
+        await pilot.press("down")  # from the head (turn 3) to turn 2
+        await pilot.pause()
+        assert shown(app, "#node").splitlines() == [
+            f"turn 2  {short_id(t2)}  say goodbye too",
+            "modified README.md +1 -0",
+        ]
+        assert "+goodbye" in shown(app, "#diff").splitlines()
+
+        await command(pilot, "/rollback 2")
+        assert output(app) == [
+            f"roll back to turn 2 ({short_id(t2)})",
+            f"rewind turn 3 ({short_id(t3)}): drop the guide",
+            "restore     notes.txt",
+            "restore     docs/guide.md",
+            "what the files go back to: +1 -1 (--diff shows the whole diff)",
+            "  docs/guide.md  +1",
+            "  notes.txt      -1",
+        ]
+        assert shown(app, "#prompt") == "this changes nothing yet: /rollback 2 confirm applies it"
+        assert tree_state(project) == story.states[3]  # a preview changes nothing
+        assert app.engine.session(story.session.id).head == t3
+
+        await command(pilot, "/rollback 2 confirm")
+        assert output(app)[-1].startswith("rolled back: 2 files restored")
+        assert tree_state(project) == story.states[2]  # turn 2's end state, byte for byte
+        assert app.engine.session(story.session.id).head == t2
+        assert shown(app, "#prompt") == "" or not app.query_one("#confirm").has_class("shown")
+
+
+async def test_enter_on_a_node_previews_rolling_back_to_it_and_y_applies(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down", "down", "enter")  # turn 1
+        await pilot.pause()
+        assert output(app)[0] == f"roll back to turn 1 ({short_id(story.turns[0])})"
+        assert tree_state(project) == story.states[3]
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == story.states[1]
+        assert app.engine.session(story.session.id).head == story.turns[0]
+
+
+async def test_a_confirm_after_another_process_added_a_turn_is_refused_as_the_cli_refuses_it(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    t3 = story.turns[2]
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/rollback 1")
+        cli_turn_elsewhere(home, project, story.session.id, "notes.txt", b"four\n")
+        after_four = tree_state(project)
+        await pilot.pause(0.5)  # the live view shows turn 4 meanwhile
+        await command(pilot, "/rollback 1 confirm")
+        refusal = output(app)
+        assert tree_state(project) == after_four  # nothing changed
+        head = app.engine.session(story.session.id).head
+        assert head is not None and head not in story.turns
+    cli = run_cli(home, "rollback", "1", "--session", story.session.id, "--confirm", "--expect-head", short_id(t3))
+    assert (cli.rc, cli.err.splitlines()) == (1, ["turnback: " + refusal[0]])
+    assert refusal == [
+        f"stale head: the session's head is turn 4, not the one given ({short_id(t3)}); another turn or rollback"
+        " happened since. Nothing was changed: look again"
+    ]
+
+
+async def test_a_turn_recorded_elsewhere_shows_within_a_second(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        cli_turn_elsewhere(home, project, story.session.id, "new.txt", b"new\n")
+        await pilot.pause(1.0)
+        rows = [str(option.prompt) for option in app.query_one("#tree").options]  # type: ignore[attr-defined]
+        assert rows[0].startswith("* turn 4  ") and rows[0].endswith("from elsewhere  [head]")
+
+
+async def test_a_conflicting_revert_changes_nothing_then_anyway_restores_over_what_it_showed(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    [edit] = app.engine.log(story.session.id)[1].calls
+    (project / "README.md").write_bytes(b"# project\n\nhello\ngoodbye\nmine\n")  # the user's own edit, since
+    mine = tree_state(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("down")
+        await pilot.pause()
+        await pilot.press("r")  # the selected call of turn 2: its preview first
+        await pilot.pause()
+        shown_rows = output(app)
+        assert shown_rows[1].startswith("skip        README.md (")
+        assert shown_rows[-1] == (
+            f"revert changed nothing: 1 path acts only with --anyway; turnback revert {short_id(edit.id)} --anyway"
+            " acts on it"
+        )
+        assert not app.query_one("#confirm").has_class("shown")  # nothing to confirm
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == mine
+
+        await command(pilot, f"/revert {short_id(edit.id)} --anyway")
+        assert tree_state(project) == mine
+        assert shown(app, "#prompt") == (
+            f"Restore Anyway? y = yes, n = no  (or type /revert {short_id(edit.id)} --anyway confirm)"
+        )
+        await pilot.press("y")
+        await pilot.pause()
+    assert (project / "README.md").read_bytes() == b"# project\n\nhello\n"  # what the call found
+    [trashed] = [path for path in (Path(app.engine.home) / "trash").rglob("README.md")]
+    assert trashed.read_bytes() == b"# project\n\nhello\ngoodbye\nmine\n"  # the user's edit, kept
+
+
+async def test_undo_is_refused_with_the_reason_while_the_session_is_busy(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    busy = run_cli(home, "busy", "start", "--session", story.session.id, "compaction", "--pid", str(os.getpid()))
+    assert busy.rc == 0, busy.err
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shown(app, "#busy") == "busy: compaction"
+        await pilot.press("u")
+        await pilot.pause()
+        cli: Result = run_cli(home, "undo", "--session", story.session.id, "--yes", cwd=project)
+        assert (cli.rc, cli.err.splitlines()) == (3, ["turnback: " + output(app)[0]])
+        assert tree_state(project) == story.states[3]
+
+
+async def test_lang_ja_words_every_label_in_japanese(app: TurnbackApp, story: Story) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        assert "r Revert" in shown(app, "#keys")
+        await command(pilot, "/lang ja")
+        assert "r 元に戻す" in shown(app, "#keys")
+        assert output(app) == ["言語：ja"]
+        await pilot.press("r")
+        await pilot.pause()
+        assert shown(app, "#prompt").startswith("元に戻す？")
+        rows = [str(option.prompt) for option in app.query_one("#tree").options]  # type: ignore[attr-defined]
+        assert rows[0].startswith("* ターン 3  ")
+
+
+async def test_undo_redo_and_the_views_of_the_command_line(app: TurnbackApp, story: Story, project: Path) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/undo")
+        assert tree_state(project) == story.states[3]
+        await command(pilot, "/undo confirm")
+        assert tree_state(project) == story.states[2]
+        await command(pilot, "/redo")
+        await pilot.press("y")
+        await pilot.pause()
+        assert tree_state(project) == story.states[3]
+        await command(pilot, "/files")
+        assert output(app) == [
+            "README.md      as of turn 2",
+            "notes.txt      as of turn 3",
+            "docs/guide.md  deleted in turn 3",
+        ]
+        await command(pilot, "/diff 2")
+        assert "+goodbye" in output(app)
+        await command(pilot, "/status")
+        assert output(app)[0] == f"session {short_id(story.session.id)}  head: turn 3 ({short_id(story.turns[2])})"
+        await command(pilot, "/rollback")
+        assert output(app) == ["usage: /rollback N [--diff] [confirm]"]
+        await command(pilot, "/frobnicate")
+        assert output(app) == ["unknown command /frobnicate: /help lists the commands"]
+        await command(pilot, "/quit")
+    assert app.return_code == 0
+
+
+def test_turnback_tui_needs_a_session_and_a_terminal(cli, engine, project: Path) -> None:  # type: ignore[no-untyped-def]
+    nothing = cli("tui")
+    assert (nothing.rc, nothing.err) == (
+        2,
+        f"turnback: {project} is in no turnback project; give --session, or run turnback init in the project\n",
+    )
+    session = engine.new_session(str(project), title="t")
+    lib_turn(engine, session.id, "one", ("write", "a.txt", b"a\n"))
+    piped = cli("tui")  # stdin and stdout are pipes here
+    assert (piped.rc, piped.out) == (2, "")
+    assert piped.err == (
+        "turnback: turnback tui needs a terminal (stdin and stdout both); in a script use turnback log, rollback,"
+        " undo\n"
+    )
+
+
+async def test_sessions_switches_and_a_turn_of_another_session_is_refused(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    engine = app.engine
+    other = engine.new_session(str(project), title="other")
+    other_turn = lib_turn(engine, other.id, "elsewhere", ("write", "other.txt", b"other\n"))
+    before = tree_state(project)
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, f"/rollback {short_id(other_turn.id)}")
+        assert output(app) == [
+            f"turn {short_id(other_turn.id)} belongs to another session, not {short_id(story.session.id)}; nothing"
+            " was changed"
+        ]
+        assert tree_state(project) == before
+
+        await command(pilot, "/sessions")
+        picker = app.screen.query_one("#sessions", OptionList)
+        assert [option.id for option in picker.options] == [other.id, story.session.id]  # the latest first
+        assert picker.highlighted == 1  # the session shown
+        await pilot.press("k", "enter")
+        await pilot.pause()
+        assert shown(app, "#title") == f"turnback: session {short_id(other.id)}"
+        assert shown(app, "#node").splitlines()[0] == f"turn 1  {short_id(other_turn.id)}  elsewhere  [head]"
+
+
+async def test_the_command_line_completes_recalls_and_the_mouse_confirms(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        line = app.query_one("#command", Input)
+        await pilot.press("slash", "r", "o", "l", "tab")
+        assert line.value == "/rollback"
+        await pilot.press("escape")
+        await command(pilot, "/undo")
+        await pilot.press("slash", "up")
+        assert line.value == "/undo"
+        await pilot.press("escape")
+        assert tree_state(project) == story.states[3]
+        await pilot.click("#yes")
+        await pilot.pause()
+        assert tree_state(project) == story.states[2]
+
+
+async def test_an_ignored_file_is_listed_but_its_contents_never_shown(
+    fixed_engine: turnback.Engine, story: Story, project: Path
+) -> None:
+    (project / ".gitignore").write_bytes(b"secret.env\n")
+    lib_turn(fixed_engine, story.session.id, "keys", ("write", "secret.env", b"TOKEN=hunter2\n"))
+    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        screens = [shown(app, "#node"), shown(app, "#diff")]
+        await command(pilot, "/diff")
+        screens.append(shown(app, "#output"))
+        await command(pilot, "/undo")
+        screens.append(shown(app, "#output"))
+    assert all("hunter2" not in screen for screen in screens), screens
+    assert screens[1].splitlines() == ["new secret.env (ignored by .gitignore: contents not shown)"]
+
+
+@pytest.mark.parametrize("no_color", [False, True])
+async def test_diffs_are_coloured_unless_no_color(
+    fixed_engine: turnback.Engine, story: Story, monkeypatch: pytest.MonkeyPatch, no_color: bool
+) -> None:
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    else:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    app = TurnbackApp(fixed_engine, story.session, lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        diff = app.query_one("#diff", Static).content
+        assert isinstance(diff, Text) and "-no final newline" in diff.plain
+        assert bool(diff.spans) is not no_color
+
+
+async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
+    fixed_engine: turnback.Engine, story: Story
+) -> None:
+    lib_turn(fixed_engine, story.session.id, "fix the parser\nthen the \x1b[2Jdocs", ("write", "a.txt", b"a\n"))
+    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert shown(app, "#node").splitlines()[1:3] == ["message: fix the parser", "  then the \\033[2Jdocs"]
