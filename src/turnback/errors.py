@@ -38,7 +38,7 @@ class TurnbackError(Exception):
     exit_code: ClassVar[int] = 1
 
     def __init__(self, message: Message | str, /) -> None:
-        self.message = message if isinstance(message, Message) else Message("plain", text=message)
+        self.message = as_message(message)
         super().__init__(self.message.code)
 
     @property
@@ -47,6 +47,18 @@ class TurnbackError(Exception):
 
     def __str__(self) -> str:
         return word(self.message, "en")
+
+
+def error_message(exc: BaseException) -> Message:
+    """What *exc* says, as a message to keep: turnback's own, or the system's text as it is (untranslated)."""
+    if isinstance(exc, TurnbackError):
+        return exc.message
+    return Message("plain", text=str(exc) or type(exc).__name__)
+
+
+def as_message(text: Message | str) -> Message:
+    """*text* as a message: text a harness or a user gave (an error, a reason) is kept and shown as it is."""
+    return text if isinstance(text, Message) else Message("plain", text=text)
 
 
 class UsageError(TurnbackError, ValueError):

@@ -132,7 +132,7 @@ class Change(NamedTuple):
     evicted: bool = False
     reverted: bool = False
     outside: bool = False  # an absolute path outside the project, copied per ``mode``
-    not_covered: str | None = None  # why no copy was kept (too large, excluded, unreadable, ...)
+    not_covered: Message | None = None  # why no copy was kept (too large, excluded, unreadable, ...)
 
     @property
     def kind(self) -> ChangeKind:
@@ -165,7 +165,7 @@ class Call(NamedTuple):
     status: CallStatus
     started_at: int
     ended_at: int | None
-    error: str | None = None
+    error: Message | None = None  # why it failed, was denied or was cut short
     changes: tuple[Change, ...] = ()
     kind: CallKind = "tool"
     exit_code: int | None = None

@@ -35,6 +35,7 @@ from tests.capture.test_watch import OPERATION, PROPERTY, Operation, Playground,
 from tests.conftest import ROOT, TEST_KEY, unprivileged_prefix
 from turnback.capture import scan
 from turnback.capture.scan import ScanResult, ScanRules, Snapshot, find_changes, scan_tree
+from turnback.catalog import Message
 
 RULES = ScanRules(max_file_bytes=16 << 20)
 RULE_SETS = (
@@ -295,7 +296,8 @@ def test_an_unreadable_folder_makes_a_split_scan_give_way_to_a_full_one(
     found = json.loads(proc.stdout)
     assert found["changed"] is None  # only a full scan records what it could not read
     assert found["touched"] is False  # ... and the full scan is what ran
-    assert (found["locked"]["kind"], found["locked"]["reason"]) == ("uncovered", "unreadable: Permission denied")
+    reason = str(Message.loads(found["locked"]["reason"]))
+    assert (found["locked"]["kind"], reason) == ("uncovered", "unreadable: Permission denied")
 
 
 def test_scans_stay_in_one_process_when_asked_or_when_threads_run(monkeypatch: pytest.MonkeyPatch) -> None:

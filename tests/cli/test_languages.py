@@ -188,3 +188,25 @@ def test_files_aligns_its_state_column_by_display_width_when_a_name_is_chinese(c
         ("a.txt", 10),
         ("文档.txt", 10),
     ], shown.lines
+
+
+LEFT_OUT = {
+    "en": "new app.log (not covered: excluded by snapshot.exclude (*.log))",
+    "zh-CN": "新建 app.log (无副本：被 snapshot.exclude（*.log）排除)",
+    "ja": "新規 app.log (対象外：snapshot.exclude（*.log）で除外)",
+}
+
+
+@pytest.mark.parametrize("lang", sorted(LEFT_OUT))
+def test_why_a_scan_kept_no_copy_is_worded_in_the_language_it_is_shown_in(cli: Any, lang: str) -> None:
+    """The reason is recorded once, as a code, by the scan; show words it in each language."""
+    sid = new_session(cli)
+    assert cli("config", "set", "snapshot.exclude", "*.log").rc == 0
+    assert cli("turn", "begin", "--session", sid, "--message", "logs").rc == 0
+    ran = cli("exec", "--session", sid, "--", "sh", "-c", "echo x > app.log")
+    assert ran.rc == 0, ran.err
+    assert cli("turn", "end", "--session", sid).rc == 0
+    [call] = log_json(cli, sid)["turns"][0]["calls"]
+    shown = cli("show", call["id"], "--lang", lang)
+    assert shown.rc == 0, shown.err
+    assert shown.lines[-1] == LEFT_OUT[lang]

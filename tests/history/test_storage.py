@@ -80,6 +80,22 @@ def test_the_cap_drops_the_oldest_calls_copies_and_the_log_and_undo_say_so(
     assert Path(undone.json()["trash"], "f5.bin").read_bytes() == newest
 
 
+def test_a_turns_total_still_counts_the_changes_whose_copies_the_cap_dropped(cli, capped, project: Path) -> None:  # type: ignore[no-untyped-def]
+    engine = capped
+    sid = engine.new_session(str(project)).id
+    lib_turn(engine, sid, "two files", ("write", "f1.bin", _blob(1, 300_000)), ("write", "f1.txt", b"one\n"))
+    for i in range(2, 6):
+        lib_turn(engine, sid, f"turn {i}", ("write", f"f{i}.bin", _blob(i, 300_000)))
+    assert log_json(cli, sid)["turns"][0]["calls"][0]["revertible"] is False  # turn 1 lost its copies
+    total = cli("diff", "1", "--session", sid, "--stat")
+    assert total.rc == 0, total.err
+    assert "2 files changed, +0 -0" in total.lines  # both still counted, though neither has a copy any more
+    assert total.lines[-2:] == [
+        "new f1.bin (not covered: copy dropped by the size cap)",
+        "new f1.txt (not covered: copy dropped by the size cap)",
+    ]
+
+
 def test_copies_a_pending_plan_needs_are_never_dropped(cli, capped, project: Path) -> None:  # type: ignore[no-untyped-def]
     engine = capped
     original = b"".join(b"original line %06d\n" % i for i in range(25_000))  # 475 kB

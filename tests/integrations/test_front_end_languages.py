@@ -59,3 +59,34 @@ def test_an_mcp_tool_error_is_in_japanese_with_turnback_lang_ja_and_english_by_d
         japanese
         == "Error executing tool edit_file: 編集 1：古いテキストが README.md にありません。何も変更されていません"
     )
+
+
+DENIED = {
+    "en": "the call failed: denied: no, not that",
+    "zh-CN": "已拒绝：no, not that",
+    "ja": "拒否されました: no, not that",
+}
+COMPACTION = {
+    "en": "compaction (Claude Code is summarising the conversation)",
+    "zh-CN": "压缩（Claude Code 正在总结对话）",
+    "ja": "コンパクション（Claude Code が会話を要約しています）",
+}
+
+
+def test_what_the_hook_recorded_is_worded_in_the_language_it_is_shown_in(home: Path, project: Path) -> None:
+    """A denied call's error and the compaction mark are kept as codes: each front end words them in its own
+    language when it shows them, whatever language the hook ran in."""
+    from tests.integrations.test_claude_code import replay
+
+    claude = Claude(home, project, session_id="replay-denied-languages")
+    replay(claude, "denied")
+    log = json.loads(run_cli(home, "log", "--json", cwd=project).out)
+    [denied] = [call for turn in log["turns"] for call in turn["calls"] if call["status"] == "failed"]
+    claude.prompt("go on")
+    claude.quiet("PreCompact", trigger="auto", custom_instructions="")
+    for lang in DENIED:
+        shown = run_cli(home, "show", denied["id"], "--lang", lang, cwd=project)
+        assert shown.rc == 0, shown
+        assert any(DENIED[lang] in line for line in shown.lines), (lang, shown.lines)
+        busy = run_cli(home, "status", "--lang", lang, cwd=project)
+        assert any(COMPACTION[lang] in line for line in busy.lines), (lang, busy.lines)

@@ -103,6 +103,16 @@ def test_a_message_survives_a_json_round_trip_with_nested_messages() -> None:
     assert str(message) == "changed after the turn; --force overwrites it"
 
 
+def test_a_message_kept_as_text_reads_back_and_an_older_stores_english_text_is_shown_as_it_is() -> None:
+    message = Message("call_denied_because", why="the user said no: 不要")
+    assert Message.loads(message.dumps()) == message
+    assert word(Message.loads(message.dumps()), "ja") == "拒否されました: the user said no: 不要"
+    assert Message.loads("larger than snapshot.max_file_mib (1 MiB)") == Message(
+        "plain", text="larger than snapshot.max_file_mib (1 MiB)"
+    )
+    assert Message.loads('{"code": not json') == Message("plain", text='{"code": not json')
+
+
 def test_docs_messages_md_is_made_from_the_catalog() -> None:
     assert (ROOT / "docs" / "messages.md").read_text(encoding="utf-8") == markdown(), (
         "docs/messages.md is stale: run python -m turnback.catalog.docs docs/messages.md"

@@ -21,7 +21,7 @@ from typing import NamedTuple
 
 from turnback.capture.states import capture_state, probe_state, stored_state_for_bytes
 from turnback.catalog import Message
-from turnback.errors import RefusedError, TurnbackError, UnsafePathError, UsageError
+from turnback.errors import RefusedError, TurnbackError, UnsafePathError, UsageError, error_message
 from turnback.fsio import Tree, current_umask, default_file_mode
 from turnback.model import ABSENT, CallId, Change, FileState, Project, Turn
 from turnback.paths import RelPath, parent_paths
@@ -54,7 +54,7 @@ class Location(NamedTuple):
     tree: Tree
     rel: RelPath
     outside: bool = False
-    uncovered: str | None = None
+    uncovered: Message | None = None
 
     @property
     def recorded(self) -> str:
@@ -271,7 +271,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
                 else:
                     store.set_change_after(change_id, actual, partial=True)
                     outcome = Message("failed_write_holds_neither")
-            store.finish_call(call_id, "failed", str(exc) or type(exc).__name__)
+            store.finish_call(call_id, "failed", error_message(exc))
         if isinstance(exc, OSError) and not isinstance(exc, TurnbackError):
             written = changes[-1].where.recorded if changes else tool
             raise UnsafePathError(
@@ -603,7 +603,7 @@ class CallRecorder:
                 else:
                     store.set_change_after(change.id, actual, partial=False)
 
-    def finish(self, *, failed: str | None = None) -> None:
+    def finish(self, *, failed: Message | None = None) -> None:
         with self.target.store.transaction():
             self.target.store.finish_call(self.id, "failed" if failed else "done", failed)
 

@@ -72,7 +72,7 @@ from turnback.store.store import CachedSnapshot
 WATCH_POLL_S = 0.2
 ADOPT_BATCH_BYTES = 64 << 20
 ADOPT_ROUND_FILES = 5000
-GIT_OBJECT_GONE = "its content was a git object that is gone (git gc?), so no copy was kept"
+GIT_OBJECT_GONE = Message("git_object_gone").dumps()
 CALL_SNAPSHOT_FORMAT = 1
 
 
@@ -91,7 +91,7 @@ class Watch(NamedTuple):
 
     path: str
     copied: bool
-    reason: str | None
+    reason: Message | None
     stamp: tuple[int, int, int, str] | None  # (size, mtime_ns, mode, what is below) when not copied; None: absent
 
 
@@ -105,7 +105,8 @@ class CallBefore(NamedTuple):
 
     def encode(self) -> bytes:
         """The command's own part (the project's part is its baseline, stored once as the stat cache)."""
-        data = ([(w.path, w.copied, w.reason, w.stamp) for w in self.watches], encode_snapshot(self.outside))
+        watches = [(w.path, w.copied, w.reason.dumps() if w.reason else None, w.stamp) for w in self.watches]
+        data = (watches, encode_snapshot(self.outside))
         return bytes([CALL_SNAPSHOT_FORMAT]) + zstandard.ZstdCompressor(level=1).compress(marshal.dumps(data))
 
     @staticmethod
@@ -118,7 +119,11 @@ class CallBefore(NamedTuple):
     @classmethod
     def decode(cls, data: bytes, baseline_id: str, project: Snapshot) -> CallBefore:
         watches, outside = cls._decode(data)
-        return cls(baseline_id, project, tuple(Watch(*w) for w in watches), decode_snapshot(outside) or {})
+        kept = tuple(
+            Watch(path, copied, Message.loads(reason) if reason else None, stamp)
+            for path, copied, reason, stamp in watches
+        )
+        return cls(baseline_id, project, kept, decode_snapshot(outside) or {})
 
     @classmethod
     def decode_outside(cls, data: bytes) -> Snapshot:
@@ -406,15 +411,12 @@ def _scan_outside(store: StoreBackend, path: str, rules: OutsideRules) -> Snapsh
     return {os.path.join(parent, rel): entry for rel, entry in result.snapshot.items()}
 
 
-def outside_copy_refusal(path: str, rules: OutsideRules) -> str | None:
+def outside_copy_refusal(path: str, rules: OutsideRules) -> Message | None:
     """Why the outside path *path* would not be copied before a command (the mode, or its size), if it would not."""
     if rules.mode in ("manual", "cautious"):
-        return f"mode {rules.mode} copies nothing outside the project"
+        return Message("mode_copies_nothing_outside", mode=rules.mode)
     if os.path.isdir(path) and not os.path.islink(path) and _too_large_folder(path, rules):
-        return (
-            f"a folder over snapshot.home_max_files ({rules.home_max_files}) or "
-            f"snapshot.home_max_mib ({rules.home_max_mib} MiB), so it is not copied"
-        )
+        return Message("outside_folder_too_large", files=rules.home_max_files, mib=rules.home_max_mib)
     return None
 
 
@@ -470,10 +472,10 @@ def _state(entry: Entry | None) -> FileState:
     return ABSENT if entry is None else entry.state()
 
 
-def _reason(change: TreeChange) -> str | None:
+def _reason(change: TreeChange) -> Message | None:
     for entry in (change.after, change.before):
         if entry is not None and entry.kind == "uncovered":
-            return entry.reason
+            return entry.reason_message()
     return None
 
 
@@ -486,7 +488,7 @@ def finish_call(
     outside_rules: OutsideRules,
     *,
     exit_code: int | None,
-    error: str | None = None,
+    error: Message | None = None,
     started_ns: int | None = None,
 ) -> None:
     """Scan after the command, and record the difference from its snapshot as the call's changes.
@@ -498,7 +500,7 @@ def finish_call(
     """
     scanned = scan_project(store, project, rules)
     after = scanned.snapshot
-    changes: list[tuple[str, FileState, FileState, bool, str | None]] = []
+    changes: list[tuple[str, FileState, FileState, bool, Message | None]] = []
     # A partial scan from the command's own baseline knows the only paths that can differ.
     where = scanned.touched if scanned.since_id == before.baseline_id else None
     differences = diff_snapshots(before.project, after, where)

@@ -76,6 +76,24 @@ class Message:
         params = data.get("params") or {}
         return cls(str(data["code"]), **{str(key): _param_from_json(value) for key, value in params.items()})
 
+    def dumps(self) -> str:
+        """The message as one line of JSON: how a store column or a snapshot entry keeps it as text."""
+        import json  # here: a hook that keeps no message never imports it
+
+        return json.dumps(self.to_json(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str) -> Message:
+        """A message kept by :meth:`dumps`; text an older turnback kept as an English sentence is a ``plain`` one."""
+        if text.startswith('{"code":'):
+            import json
+
+            try:
+                return cls.from_json(json.loads(text))
+            except (ValueError, KeyError, TypeError):
+                pass
+        return cls("plain", text=text)
+
 
 def _hashable(value: object) -> object:
     return tuple(value) if isinstance(value, list) else value

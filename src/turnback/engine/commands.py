@@ -12,7 +12,7 @@ from typing import IO, TYPE_CHECKING
 
 from turnback.capture.calls import CallTarget
 from turnback.catalog import Message
-from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
+from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError, as_message
 from turnback.home import agent_environment
 from turnback.model import Call, CallId, CallKind, Change, Project, ProjectId, SessionId, short_id
 from turnback.ops.busy import orphaned_commands
@@ -79,7 +79,7 @@ class Commands:
         before: commands.CallBefore,
         *,
         exit_code: int | None,
-        error: str | None = None,
+        error: Message | None = None,
         started_ns: int | None = None,
     ) -> None:
         """Scan after the command, and record the difference from its snapshot as the call's changes."""
@@ -91,7 +91,7 @@ class Commands:
             self._store, project, call, before, rules, outside, exit_code=exit_code, error=error, started_ns=started_ns
         )
 
-    def _failed(self, call_id: CallId, error: str | None) -> None:
+    def _failed(self, call_id: CallId, error: Message | None) -> None:
         with self._store.transaction():
             self._store.finish_call(call_id, "failed", error)
 
@@ -136,7 +136,7 @@ class Commands:
         call_id: CallId,
         *,
         exit_code: int | None = None,
-        error: str | None = None,
+        error: Message | str | None = None,
         started_at: float | None = None,
         ran: bool = True,
     ) -> Call:
@@ -145,9 +145,11 @@ class Commands:
         *started_at* (seconds since the epoch): when the command really started, if the harness tells it; a
         change whose file's ctime is earlier happened before the command ran (while a permission prompt
         waited) and is not the command's. *ran* False: the command never ran (denied), so nothing is its.
+        *error*: why it failed, was denied or was cut short (a harness's own text is kept as it is).
         """
         from turnback.capture import commands
 
+        error = as_message(error) if error is not None else None
         call = self._store.call(call_id)
         if call.status != "running":
             return call
@@ -178,10 +180,9 @@ class Commands:
             try:
                 before = commands.load_call_before(self._store, call.id)
             except TurnbackError:
-                self._failed(call.id, "turnback stopped before the command ended")
+                self._failed(call.id, Message("stopped_before_command_ended"))
                 continue
-            error = "turnback stopped before it recorded the end; recorded when it was next used"
-            self._record_end(project, call.id, before, exit_code=None, error=error)
+            self._record_end(project, call.id, before, exit_code=None, error=Message("stopped_before_end_recorded"))
 
     # -- commands turnback runs ------------------------------------------------------------
 
@@ -260,7 +261,7 @@ class Commands:
             )
         except OSError as exc:
             not_started = Message("path_system_error", path=argv[0], error=exc.strerror or "")
-            self._failed(call_id, str(not_started))  # the call's error is kept as its English text
+            self._failed(call_id, not_started)
             raise CommandNotStarted(not_started, exc.errno) from exc
         self._set_process(call_id, proc.pid)
         if started is not None:
@@ -323,7 +324,7 @@ class Commands:
             if call.pid is not None or call.status != "running":
                 break
             if runner.poll() is not None:
-                self._failed(call_id, "the job runner stopped before starting the command")
+                self._failed(call_id, Message("job_runner_stopped"))
                 break
             time.sleep(0.02)
         return self._store.call(call_id)
@@ -351,7 +352,7 @@ class Commands:
                     env=_agent_command_environment(),
                 )
             except OSError as exc:
-                self._failed(call_id, f"{argv[0]}: {exc.strerror}")
+                self._failed(call_id, Message("path_system_error", path=argv[0], error=exc.strerror or ""))
                 return
             self._set_process(call_id, proc.pid)
             code = proc.wait()
@@ -410,12 +411,14 @@ class Commands:
             elif commands.is_inside(path, project.root):
                 rel = os.path.relpath(path, project.root)
                 left_out = sorted(  # in path order, not the order the folder happened to list them
-                    (entry_path, entry.reason or "")
+                    (entry_path, entry)
                     for entry_path, entry in snapshot.items()
                     if entry.kind == "uncovered"
                     and (entry_path == rel or entry_path.startswith(rel + "/") or rel == ".")
                 )
-                reasons += [Message("covers_left_out", path=left, why=why) for left, why in left_out]
+                reasons += [
+                    Message("covers_left_out", path=left, why=entry.reason_message() or "") for left, entry in left_out
+                ]
             elif path not in copied:
                 reasons.append(Message("covers_outside_not_copied", path=path))
             else:

@@ -109,7 +109,118 @@ class TurnHandle:
         self.end()
 
 
-class Engine:
+class _CommandVerbs:
+    """The verbs of shell commands, background jobs and the watcher: :class:`Engine`'s, kept apart as their
+    own concern (``commands.py``, ``watcher.py``)."""
+
+    _commands: Commands
+    _watcher: Watcher
+
+    # -- shell commands and background jobs (commands.py) ----------------------------------
+
+    def begin_command(
+        self,
+        session_id: SessionId,
+        command: str,
+        *,
+        cwd: str | None = None,
+        external_id: tuple[str, str] | None = None,
+        background: bool = False,
+    ) -> CallId:
+        return self._commands.begin_command(
+            session_id, command, cwd=cwd, external_id=external_id, background=background
+        )
+
+    def finish_command(
+        self,
+        call_id: CallId,
+        *,
+        exit_code: int | None = None,
+        error: Message | str | None = None,
+        started_at: float | None = None,
+        ran: bool = True,
+    ) -> Call:
+        return self._commands.finish_command(call_id, exit_code=exit_code, error=error, started_at=started_at, ran=ran)
+
+    def unfinished_commands(self, session_id: SessionId) -> list[Call]:
+        return self._commands.unfinished_commands(session_id)
+
+    def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
+        return self._commands.overlap_notes(call)
+
+    def run_command(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        timeout: float | None = None,
+        stdout: IO[bytes] | int | None = None,
+        stderr: IO[bytes] | int | None = None,
+        unasked: bool = False,
+        process_group: bool = False,
+        started: Callable[[int], None] | None = None,
+    ) -> CommandResult:
+        return self._commands.run_command(
+            session_id,
+            argv,
+            cwd=cwd,
+            timeout=timeout,
+            stdout=stdout,
+            stderr=stderr,
+            unasked=unasked,
+            process_group=process_group,
+            started=started,
+        )
+
+    def watch_command(self, call_id: CallId) -> None:
+        self._commands.watch_command(call_id)
+
+    def start_job(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        cwd: str | None = None,
+        output: str | None = None,
+        unasked: bool = False,
+    ) -> Call:
+        return self._commands.start_job(session_id, argv, cwd=cwd, output=output, unasked=unasked)
+
+    def run_job(self, call_id: CallId, argv: Sequence[str], *, cwd: str, output: str | None) -> None:
+        self._commands.run_job(call_id, argv, cwd=cwd, output=output)
+
+    def jobs(self, session_id: SessionId | None = None, *, project_id: ProjectId | None = None) -> list[Call]:
+        return self._commands.jobs(session_id, project_id=project_id)
+
+    def stop_job(self, call_ref: str) -> Call:
+        return self._commands.stop_job(call_ref)
+
+    def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
+        return self._commands.covers(session_id, argv, cwd=cwd)
+
+    def scan(self, project: Project) -> int:
+        return self._commands.scan(project)
+
+    def adopt_git_objects(self, project_id: ProjectId) -> int:
+        return self._commands.adopt_git_objects(project_id)
+
+    # -- the watcher (watcher.py) ----------------------------------------------------------
+
+    def watch_start(self, project: Project) -> int:
+        return self._watcher.start(project)
+
+    def run_watcher(self, project_id: ProjectId) -> None:
+        self._watcher.run(project_id)
+
+    def watch_status(self, project: Project) -> WatcherStatus | None:
+        return self._watcher.status(project)
+
+    def watch_stop(self, project: Project) -> int | None:
+        return self._watcher.stop(project)
+
+
+class Engine(_CommandVerbs):
     """An open turnback store and the verbs that act on it. Use :meth:`open`; close when done.
 
     Each verb is the facet's of its concern; see each facet for what it does.
@@ -273,10 +384,10 @@ class Engine:
     ) -> contextlib.AbstractContextManager[Turn]:
         return self._sessions.tool_turn(session_id, gap_s=gap_s, holder_pid=holder_pid)
 
-    def busy_start(self, session_id: SessionId, reason: str, *, holder_pid: int | None = None) -> str:
+    def busy_start(self, session_id: SessionId, reason: Message | str, *, holder_pid: int | None = None) -> str:
         return self._sessions.busy_start(session_id, reason, holder_pid=holder_pid)
 
-    def busy_end(self, session_id: SessionId, reason: str | None = None) -> int:
+    def busy_end(self, session_id: SessionId, reason: Message | str | None = None) -> int:
         return self._sessions.busy_end(session_id, reason)
 
     def take_notices(self, session_id: SessionId) -> list[AgentNotice]:
@@ -437,109 +548,6 @@ class Engine:
 
     def resume_call(self, call_ref: str, *, cwd: str | None = None) -> CallHandle:
         return self._tools.resume_call(call_ref, cwd=cwd)
-
-    # -- shell commands and background jobs (commands.py) ----------------------------------
-
-    def begin_command(
-        self,
-        session_id: SessionId,
-        command: str,
-        *,
-        cwd: str | None = None,
-        external_id: tuple[str, str] | None = None,
-        background: bool = False,
-    ) -> CallId:
-        return self._commands.begin_command(
-            session_id, command, cwd=cwd, external_id=external_id, background=background
-        )
-
-    def finish_command(
-        self,
-        call_id: CallId,
-        *,
-        exit_code: int | None = None,
-        error: str | None = None,
-        started_at: float | None = None,
-        ran: bool = True,
-    ) -> Call:
-        return self._commands.finish_command(call_id, exit_code=exit_code, error=error, started_at=started_at, ran=ran)
-
-    def unfinished_commands(self, session_id: SessionId) -> list[Call]:
-        return self._commands.unfinished_commands(session_id)
-
-    def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
-        return self._commands.overlap_notes(call)
-
-    def run_command(
-        self,
-        session_id: SessionId,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        timeout: float | None = None,
-        stdout: IO[bytes] | int | None = None,
-        stderr: IO[bytes] | int | None = None,
-        unasked: bool = False,
-        process_group: bool = False,
-        started: Callable[[int], None] | None = None,
-    ) -> CommandResult:
-        return self._commands.run_command(
-            session_id,
-            argv,
-            cwd=cwd,
-            timeout=timeout,
-            stdout=stdout,
-            stderr=stderr,
-            unasked=unasked,
-            process_group=process_group,
-            started=started,
-        )
-
-    def watch_command(self, call_id: CallId) -> None:
-        self._commands.watch_command(call_id)
-
-    def start_job(
-        self,
-        session_id: SessionId,
-        argv: Sequence[str],
-        *,
-        cwd: str | None = None,
-        output: str | None = None,
-        unasked: bool = False,
-    ) -> Call:
-        return self._commands.start_job(session_id, argv, cwd=cwd, output=output, unasked=unasked)
-
-    def run_job(self, call_id: CallId, argv: Sequence[str], *, cwd: str, output: str | None) -> None:
-        self._commands.run_job(call_id, argv, cwd=cwd, output=output)
-
-    def jobs(self, session_id: SessionId | None = None, *, project_id: ProjectId | None = None) -> list[Call]:
-        return self._commands.jobs(session_id, project_id=project_id)
-
-    def stop_job(self, call_ref: str) -> Call:
-        return self._commands.stop_job(call_ref)
-
-    def covers(self, session_id: SessionId, argv: Sequence[str], *, cwd: str | None = None) -> Coverage:
-        return self._commands.covers(session_id, argv, cwd=cwd)
-
-    def scan(self, project: Project) -> int:
-        return self._commands.scan(project)
-
-    def adopt_git_objects(self, project_id: ProjectId) -> int:
-        return self._commands.adopt_git_objects(project_id)
-
-    # -- the watcher (watcher.py) ----------------------------------------------------------
-
-    def watch_start(self, project: Project) -> int:
-        return self._watcher.start(project)
-
-    def run_watcher(self, project_id: ProjectId) -> None:
-        self._watcher.run(project_id)
-
-    def watch_status(self, project: Project) -> WatcherStatus | None:
-        return self._watcher.status(project)
-
-    def watch_stop(self, project: Project) -> int | None:
-        return self._watcher.stop(project)
 
     # -- taking changes back (takeback.py) -------------------------------------------------
 

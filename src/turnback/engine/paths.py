@@ -99,7 +99,7 @@ class PathPolicy:
         if self.confined:
             raise UnsafePathError(Message("path_outside_allowed", path=path, root=project.root))
         mode = self._mode_of(project)
-        uncovered = None if mode in ("auto", "full") else f"mode {mode} copies nothing outside the project"
+        uncovered = None if mode in ("auto", "full") else Message("mode_copies_nothing_outside", mode=mode)
         return Location(ROOT_TREE, make_rel_path(real.lstrip("/")), outside=True, uncovered=uncovered)
 
     def browse(

@@ -218,11 +218,9 @@ class Sessions:
             if not gone and not (pending and holder is not None and not harness_runs(self._store, pending, holder)):
                 continue
             for call in pending:
-                note = "the agent was stopped during the command" if gone else "the command was cut short"
+                note = Message("agent_stopped_during_command" if gone else "command_cut_short_recorded_later")
                 with contextlib.suppress(StoreError):
-                    self._engine._commands.finish_command(
-                        call.id, error=f"{note}: recorded when turnback was next used"
-                    )
+                    self._engine._commands.finish_command(call.id, error=note)
             with self._store.transaction():
                 self._store.end_turn(turn.id, "interrupted")
             settled.append(turn)
@@ -268,20 +266,20 @@ class Sessions:
 
     # -- busy marks, notices, status -------------------------------------------------------
 
-    def busy_start(self, session_id: SessionId, reason: str, *, holder_pid: int | None = None) -> str:
+    def busy_start(self, session_id: SessionId, reason: Message | str, *, holder_pid: int | None = None) -> str:
         """Mark the session busy (compaction, an approval waiting): undo, revert, rollback and resend refuse."""
-        if not reason.strip():
-            raise UsageError(Message("busy_needs_reason"))
+        why = _busy_reason(reason)
         self._store.session(session_id)
         pid = holder_pid if holder_pid is not None else os.getpid()
-        return self._store.add_busy_mark(session_id, reason.strip(), pid, process_start(pid))
+        return self._store.add_busy_mark(session_id, why.dumps(), pid, process_start(pid))
 
-    def busy_end(self, session_id: SessionId, reason: str | None = None) -> int:
+    def busy_end(self, session_id: SessionId, reason: Message | str | None = None) -> int:
         """End the session's busy marks (those with *reason*, or all); how many ended."""
+        wanted = _busy_reason(reason) if reason is not None else None
         ended = 0
         with self._store.transaction():
             for mark_id, mark_reason, _, _ in self._store.busy_marks(session_id):
-                if reason is None or mark_reason == reason.strip():
+                if wanted is None or Message.loads(mark_reason) == wanted:
                     self._store.remove_busy_mark(mark_id)
                     ended += 1
         return ended
@@ -309,7 +307,7 @@ class Sessions:
             session=session,
             head=self._store.turn(session.head) if session.head else None,
             running=tuple(live_running_turns(self._store, session_id)),
-            busy=tuple(reason for _, reason, _, _ in self._store.busy_marks(session_id)),
+            busy=tuple(Message.loads(reason) for _, reason, _, _ in self._store.busy_marks(session_id)),
             commands=tuple(live_commands(self._store, self.project_of(session).id)),
             interrupted=self._engine._takeback.interrupted(session_id),
             kept_bytes=self._engine.kept_bytes(),
@@ -317,3 +315,12 @@ class Sessions:
 
 
 __all__ = ["TURN_WAIT_S", "Sessions"]
+
+
+def _busy_reason(reason: Message | str) -> Message:
+    """What a busy mark says: turnback's own message, or the text a harness or a user gave, trimmed."""
+    if isinstance(reason, Message):
+        return reason
+    if not reason.strip():
+        raise UsageError(Message("busy_needs_reason"))
+    return Message("plain", text=reason.strip())

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 from turnback.capture import calls as capture
 from turnback.capture.calls import CallRecorder, CallTarget, Location, TextEdit
 from turnback.catalog import Message
-from turnback.errors import RefusedError, TurnbackError, UncoveredError, UnsafePathError, UsageError
+from turnback.errors import (
+    RefusedError,
+    TurnbackError,
+    UncoveredError,
+    UnsafePathError,
+    UsageError,
+    as_message,
+    error_message,
+)
 from turnback.fsio import Tree
 from turnback.model import Call, SessionId
 
@@ -70,19 +78,20 @@ class CallHandle:
         if target is not None and self._recorder.recorded_before(target) is not None:
             self._recorder.after(target)
 
-    def end(self, *, failed: str | None = None, after: Sequence[str] = ()) -> Call:
-        """End the call; *after*: paths to record :meth:`after` for first, in the same write."""
+    def end(self, *, failed: Message | str | None = None, after: Sequence[str] = ()) -> Call:
+        """End the call, as failed when *failed* says why (a harness's own text is kept as it is); *after*:
+        paths to record :meth:`after` for first, in the same write."""
         with self._engine.store.transaction():
             for path in after:
                 self.after(path)
-            self._recorder.finish(failed=failed)
+            self._recorder.finish(failed=as_message(failed) if failed is not None else None)
         return self._engine.store.call(self.id)
 
     def __enter__(self) -> CallHandle:
         return self
 
     def __exit__(self, exc_type: object, exc: BaseException | None, tb: object) -> None:
-        self.end(failed=(str(exc) or type(exc).__name__) if exc is not None else None)
+        self.end(failed=error_message(exc) if exc is not None else None)
 
 
 def _shown_input(raw_input: object) -> str | None:
@@ -279,8 +288,7 @@ class FileTools:
             return list(wheres)
         if not uncovered:
             raise UncoveredError(tuple((wheres[i].recorded, reason) for i, reason in sorted(refused.items())))
-        # A change's reason is kept in the store as the English sentence, as the snapshots' reasons are.
-        return [where._replace(uncovered=str(refused[i])) if i in refused else where for i, where in enumerate(wheres)]
+        return [where._replace(uncovered=refused[i]) if i in refused else where for i, where in enumerate(wheres)]
 
     def _already_kept(self, where: Location) -> bool:
         """Whether the store holds what *where* holds now (its copy is content-addressed): read and hashed only

@@ -25,7 +25,7 @@ class SessionStatus(NamedTuple):
     session: Session
     head: Turn | None
     running: tuple[Turn, ...]
-    busy: tuple[str, ...]
+    busy: tuple[Message, ...]
     commands: tuple[Call, ...]
     interrupted: Plan | None
     kept_bytes: int

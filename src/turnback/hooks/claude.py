@@ -41,13 +41,13 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import IO, Any, NamedTuple
 
-from turnback.catalog import language, say, word
+from turnback.catalog import Message, language, say, word
 from turnback.hooks import commandstart
 from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
 
 HARNESS = "claude-code"
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
-COMPACTION = "compaction (Claude Code is summarising the conversation)"
+COMPACTION = Message("busy_compaction")
 # How long Claude Code may take from a command's end to starting its PostToolUse hook (a few ms when idle; a
 # loaded machine takes longer). A change inside it is kept as the command's: dropping one of the agent's
 # changes would leave it out of every undo, while a user rarely answers a prompt within a second of an edit.
@@ -149,7 +149,7 @@ class _Hook:
             use_id, status = notified
             job = self.engine.external_call(session.id, HARNESS, use_id)
             if job is not None and job.status == "running":
-                failed = None if status == "completed" else f"the background command ended: {status}"
+                failed = None if status == "completed" else Message("background_command_ended", status=status)
                 self.engine.finish_command(job.id, error=failed)
             self._end_running(session)
             return None
@@ -213,7 +213,8 @@ class _Hook:
         call = self.engine.external_call(session.id, HARNESS, use_id)
         if call is None or call.status != "running":
             return None  # no PreToolUse was seen for it: nothing to pair with
-        error = str(self.event.get("error") or "the tool failed") if failed else None
+        said = self.event.get("error")
+        error = (Message("plain", text=str(said)) if said else Message("tool_failed")) if failed else None
         response = self.event.get("tool_response")
         response = response if isinstance(response, dict) else {}
         if call.kind == "job" and response.get("backgroundTaskId") and not failed:
@@ -225,7 +226,7 @@ class _Hook:
             handle.end(failed=error, after=[path] if isinstance(path, str) and path else [])
         elif call.kind in ("command", "job"):
             if response.get("interrupted") and error is None:
-                error = "interrupted"
+                error = Message("call_interrupted")
             self.engine.finish_command(call.id, error=error, started_at=self._command_started_at(session, call))
         return None
 
@@ -263,7 +264,7 @@ class _Hook:
             if call is None or call.status != "running" or call.kind == "job":
                 continue
             said = item.get("tool_response")
-            why = f"denied: {said}" if isinstance(said, str) and said else "denied"
+            why = Message("call_denied_because", why=said) if isinstance(said, str) and said else Message("call_denied")
             if call.kind == "command":
                 self.engine.finish_command(call.id, error=why, ran=False)
             else:
@@ -321,7 +322,7 @@ class _Hook:
         for call in pending:
             if call.kind == "job" and harness_command(call) in keep:
                 continue
-            note = None if call.kind == "job" else "no PostToolUse came: recorded when the turn stopped"
+            note = None if call.kind == "job" else Message("no_post_tool_use")
             try:
                 self.engine.finish_command(call.id, error=note, started_at=self._marked_start(session, call))
             except StoreError:  # a full disk: the turn still ends (the command stays "may be cut short")

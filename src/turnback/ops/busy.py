@@ -174,8 +174,8 @@ def refuse_if_busy(store: StoreBackend, session_id: SessionId) -> None:
         if here and pid is not None and not process_alive(pid, pid_start):
             continue  # its holder ended without ending it (see remove_dead_busy_marks)
         if pid:
-            raise BusyError(Message("busy_mark_held", reason=reason, pid=pid))
-        raise BusyError(Message("busy_mark", reason=reason))
+            raise BusyError(Message("busy_mark_held", reason=Message.loads(reason), pid=pid))
+        raise BusyError(Message("busy_mark", reason=Message.loads(reason)))
     session = store.session(session_id)
     for call in live_commands(store, session.project_id):
         own = call.session_id == session_id

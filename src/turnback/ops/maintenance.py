@@ -35,7 +35,7 @@ from turnback.store.api import StoreBackend
 
 VACUUM_FREE_BYTES = 8 << 20
 VACUUM_FREE_SHARE = 0.25
-SNAPSHOT_DROPPED = "over snapshot.max_mib ({mib} MiB): its copy was dropped, oldest first"
+SNAPSHOT_DROPPED = "snapshot_copy_dropped"  # why a snapshot entry lost its copy: the cap, oldest first
 PLAN_KEEP_NS = 3600 * 10**9  # a preview holds its copies this long; applied later, it is refused (plan again)
 
 
@@ -193,7 +193,7 @@ def _cap_cache(store: StoreBackend, project_id: ProjectId, max_bytes: int, mib: 
             entry.ctime_ns,
             entry.ino,
             entry.mode,
-            reason=SNAPSHOT_DROPPED.format(mib=mib),
+            reason=Message(SNAPSHOT_DROPPED, mib=mib).dumps(),
         )
         holders[entry.blob] -= 1
         if not holders[entry.blob]:

@@ -117,7 +117,7 @@ class Picture:
 
 def _copy_available(store: StoreBackend, change: Change) -> Message | None:
     if change.not_covered:
-        return Message("plain", text=change.not_covered)
+        return change.not_covered
     if change.evicted:
         return EVICTED
     if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):

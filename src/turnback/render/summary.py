@@ -81,7 +81,7 @@ class NetChange(NamedTuple):
     removed: int
     binary: bool
     outside: bool = False
-    not_covered: str | None = None
+    not_covered: Message | None = None
 
 
 def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[NetChange]:
@@ -102,7 +102,7 @@ def net_changes(calls: Sequence[Call], load: Callable[[BlobId], bytes]) -> list[
         after = closing.after if closing.after is not None else closing.before
         not_covered = opening.not_covered or closing.not_covered
         if not not_covered and (opening.evicted or closing.evicted):
-            not_covered = "copy dropped by the size cap"
+            not_covered = Message("copy_evicted")
         if not not_covered and (before.same_as(after) or before.kind == after.kind == "dir"):
             continue
         diff = diff_states(before, after, load) if "file" in (before.kind, after.kind) and not not_covered else None

@@ -113,9 +113,8 @@ def call_lines(
     if call.cut_short:
         lines.append(say("call_cut_short"))
     if call.status == "failed":
-        lines.append(
-            say("call_failed_hidden", why=IGNORED) if hide_error else say("call_failed", error=quote(str(call.error)))
-        )
+        error = say("call_failed_hidden", why=IGNORED) if hide_error else None
+        lines.append(error or say("call_failed", error=quote(word(call.error or ""))))
     if any(change.evicted for change in call.changes):
         lines.append(say("call_copy_dropped"))
     for change in call.changes:
@@ -123,7 +122,7 @@ def call_lines(
             lines.append(say("change_reverted", path=quote(change.path)))
             continue
         if change.not_covered or change.evicted:
-            why = Message("plain", text=change.not_covered) if change.not_covered else Message("copy_evicted_long")
+            why = change.not_covered or Message("copy_evicted_long")
             lines.append(
                 in_parentheses(
                     f"{change_kind(change.kind)} {quote(change.path)}", Message("not_covered_because", why=why)

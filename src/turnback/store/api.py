@@ -247,7 +247,7 @@ class CallStore(Protocol):
         self,
         call_id: CallId,
         status: CallStatus,
-        error: str | None = None,
+        error: Message | None = None,
         *,
         exit_code: int | None = None,
         late: bool = False,
@@ -291,7 +291,7 @@ class CallStore(Protocol):
         *,
         partial: bool = False,
         outside: bool = False,
-        not_covered: str | None = None,
+        not_covered: Message | None = None,
     ) -> int: ...
 
     def set_change_after(self, change_id: int, after: FileState, *, partial: bool) -> None: ...

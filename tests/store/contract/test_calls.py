@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from tests.store.contract.conftest import file_state
+from turnback.catalog import Message
 from turnback.model import Change, FileState, Turn
 from turnback.paths import RelPath
 from turnback.store.api import StoreBackend
@@ -21,17 +22,19 @@ def test_a_call_reads_back_with_its_changes(backend: StoreBackend, turn: Turn) -
     before = file_state(backend, b"old text\n")
     link = FileState("symlink", None, None, 0o777, target="../elsewhere")
     first = backend.add_change(call_id, 0, project_id, RelPath("notes.txt"), before, None)
+    too_large = Message("larger_than_max_file_mib", mib=1)
     second = backend.add_change(
-        call_id, 1, project_id, RelPath("link"), FileState("absent"), link, partial=True, not_covered="too large"
+        call_id, 1, project_id, RelPath("link"), FileState("absent"), link, partial=True, not_covered=too_large
     )
     after = file_state(backend, b"new text\n", 0o600)
     backend.set_change_after(first, after, partial=False)
-    backend.finish_call(call_id, "failed", "disk full", exit_code=3, late=True)
+    disk_full = Message("plain", text="disk full")  # a reason and an error come back as the messages they were
+    backend.finish_call(call_id, "failed", disk_full, exit_code=3, late=True)
     call = backend.call(call_id)
     assert (call.tool, call.status, call.error, call.exit_code, call.late, call.kind) == (
         "Write",
         "failed",
-        "disk full",
+        disk_full,
         3,
         True,
         "tool",
@@ -39,7 +42,7 @@ def test_a_call_reads_back_with_its_changes(backend: StoreBackend, turn: Turn) -
     assert call.ended_at is not None and call.ended_at >= call.started_at
     assert call.changes == (
         Change(first, call_id, 0, RelPath("notes.txt"), before, after),
-        Change(second, call_id, 1, RelPath("link"), FileState("absent"), link, partial=True, not_covered="too large"),
+        Change(second, call_id, 1, RelPath("link"), FileState("absent"), link, partial=True, not_covered=too_large),
     )
     assert backend.changes_of_call(call_id) == call.changes
     assert backend.calls_of_turn(turn.id) == (call,)

@@ -45,9 +45,9 @@ def test_no_plain_value_reaches_the_database(backend_kind: Backend, home: Path, 
             RelPath(SECRETS["path"]),
             file_state(store, (SECRETS["content"] * 50).encode()),
             link,
-            not_covered=SECRETS["not_covered"],
+            not_covered=Message("plain", text=SECRETS["not_covered"]),
         )
-        store.finish_call(call_id, "failed", SECRETS["error"])
+        store.finish_call(call_id, "failed", Message("plain", text=SECRETS["error"]))
         store.add_ref_changes(turn.id, [(SECRETS["ref"], "a", "b")])
         store.add_notices(session.id, [(SECRETS["path"], SECRETS["notice"])])
         store.add_busy_mark(session.id, SECRETS["busy"], None, None)

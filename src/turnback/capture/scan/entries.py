@@ -13,6 +13,7 @@ import stat
 from typing import Literal, NamedTuple
 
 from turnback.capture.gitindex import GIT_PREFIX
+from turnback.catalog import Message
 from turnback.globs import folder_matches, glob_matches
 from turnback.model import BlobId, FileState
 
@@ -30,9 +31,13 @@ class Entry(NamedTuple):
     mode: int
     blob: bytes | None = None
     target: str | None = None
-    reason: str | None = None
+    reason: str | None = None  # why it is left out: a Message as Message.dumps() keeps it (marshal keeps text)
     racy: bool = False
     linked: bool = False  # a file with other names: a write through one of them is seen by the others' scan
+
+    def reason_message(self) -> Message | None:
+        """Why the entry is left out; a snapshot an older turnback saved holds it as English text."""
+        return Message.loads(self.reason) if self.reason is not None else None
 
     def stat_key(self) -> tuple[int, int, int, int, int]:
         return (self.size, self.mtime_ns, self.ctime_ns, self.ino, self.mode)

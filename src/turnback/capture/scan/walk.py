@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, object_for
 from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
+from turnback.catalog import Message
 from turnback.model import BlobId
 from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
@@ -38,6 +39,9 @@ BATCH_BYTES = 64 << 20
 READ_ATTEMPTS = 3
 DICT_SAMPLES = 1000  # small files a first scan trains the store's dictionary on (about 0.4 s)
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# Why an entry is left out, as its snapshot keeps it (Entry.reason).
+UNREADABLE_DENIED = Message("unreadable_permission_denied").dumps()
+SPECIAL = Message("a_special").dumps()
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
@@ -61,6 +65,10 @@ def folder_fingerprint(path: str, *, leave_out: str | None = None) -> str:
             rel = os.path.relpath(os.path.join(folder, name), path)
             digest.update(os.fsencode(rel) + f"\0{st.st_size}:{st.st_mtime_ns}:{st.st_mode}\0".encode())
     return digest.hexdigest()
+
+
+def _unreadable(exc: OSError) -> str:
+    return Message("unreadable_because", error=exc.strerror or type(exc).__name__).dumps()
 
 
 def _entry(
@@ -214,16 +222,16 @@ class Scanner:
                 return  # gone since the listing: it is not in the tree
             except OSError as exc:
                 if exc.errno in (errno.EACCES, errno.EPERM):
-                    self._uncovered(path, st, "unreadable: permission denied")
+                    self._uncovered(path, st, UNREADABLE_DENIED)
                 elif exc.errno == errno.ELOOP:
                     self.scan_entry(dir_fd, name, path)  # replaced by a link since the listing
                 else:
-                    self._uncovered(path, st, f"unreadable: {exc.strerror}")
+                    self._uncovered(path, st, _unreadable(exc))
                 return
             try:
                 opened = os.fstat(fd)
                 if not stat.S_ISREG(opened.st_mode):
-                    self._uncovered(path, opened, "a FIFO, socket or device")
+                    self._uncovered(path, opened, SPECIAL)
                     return
                 was = self.previous.get(path)
                 oid = was.git_oid if was is not None else None
@@ -231,7 +239,7 @@ class Scanner:
                 try:
                     blob, size = self.put(_chunks(fd, git_hasher))
                 except OSError as exc:
-                    self._uncovered(path, opened, f"unreadable: {exc.strerror}")
+                    self._uncovered(path, opened, _unreadable(exc))
                     return
                 ended = os.fstat(fd)
             finally:
@@ -252,7 +260,7 @@ class Scanner:
         self.snapshot[path] = last._replace(racy=True)  # it kept changing: what was read, read again next time
 
     def _too_large(self) -> str:
-        return f"larger than snapshot.max_file_mib ({self.rules.max_file_mib} MiB)"
+        return Message("larger_than_max_file_mib", mib=self.rules.max_file_mib).dumps()
 
     def scan_entry(self, dir_fd: int, name: str, path: str) -> bool:
         """Record one entry; True when it is a folder to enter."""
@@ -265,7 +273,7 @@ class Scanner:
         is_dir = stat.S_ISDIR(st.st_mode)
         glob = self.rules.excluded_by(path, is_dir=is_dir)
         if glob is not None:
-            reason = f"excluded by snapshot.exclude ({glob})"
+            reason = Message("excluded_by_snapshot_exclude", glob=glob).dumps()
             if is_dir:  # not entered, but a change anywhere below it is still noticed (and said so)
                 fingerprint = folder_fingerprint(os.path.join(self.root, path))
                 self.snapshot[path] = _entry("uncovered", st, target=fingerprint, reason=reason)
@@ -282,7 +290,7 @@ class Scanner:
                 pass  # gone or replaced since the stat: not in this tree
             return False
         if not stat.S_ISREG(st.st_mode):
-            self._uncovered(path, st, "a FIFO, socket or device")
+            self._uncovered(path, st, SPECIAL)
             return False
         if st.st_size > self.rules.max_file_bytes:
             self._uncovered(path, st, self._too_large())
@@ -355,11 +363,11 @@ class Scanner:
         return folders
 
     def entry_unreadable(self, path: str, exc: OSError) -> None:
-        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=f"unreadable: {exc.strerror}")
+        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=_unreadable(exc))
 
     def folder_unreadable(self, path: str, exc: OSError) -> None:
         if path in self.snapshot:
-            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=f"unreadable: {exc.strerror}")
+            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=_unreadable(exc))
 
     def folder_gone(self, path: str, exc: OSError) -> None:
         del self.snapshot[path]

@@ -56,7 +56,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             "session": status.session.id,
             "head": status.session.head,
             "running_turns": [t.id for t in status.running],
-            "busy": list(status.busy),
+            "busy": [word(reason) for reason in status.busy],
             "commands": [c.id for c in status.commands],
             "interrupted": data.plan_data(interrupted, applied=False) if interrupted else None,
             "kept_bytes": status.kept_bytes,

@@ -180,6 +180,14 @@ class SqliteRecords:
     def _seal_json(self, value: Any, context: str) -> bytes:
         return self.crypto.seal(json.dumps(value).encode("utf-8", "surrogateescape"), context.encode())
 
+    def _seal_message(self, message: Message | None, context: str) -> bytes | None:
+        return self._seal(message.dumps() if message is not None else None, context)
+
+    def _open_message(self, sealed: bytes | None, context: str) -> Message | None:
+        """A sealed message; an older store's English sentence comes back as a ``plain`` one."""
+        text = self._open(sealed, context)
+        return Message.loads(text) if text is not None else None
+
     def _open(self, sealed: bytes | None, context: str) -> str | None:
         if sealed is None:
             return None

@@ -99,14 +99,14 @@ class CallQueries(SqliteRecords):
         self,
         call_id: CallId,
         status: CallStatus,
-        error: str | None = None,
+        error: Message | None = None,
         *,
         exit_code: int | None = None,
         late: bool = False,
     ) -> None:
         self.db.execute(
             "UPDATE calls SET status=?, ended_at=?, error_enc=?, exit_code=?, late=? WHERE id=?",
-            (status, self.now(), self._seal(error, f"calls.error:{call_id}"), exit_code, int(late), call_id),
+            (status, self.now(), self._seal_message(error, f"calls.error:{call_id}"), exit_code, int(late), call_id),
         )
 
     def _call_from_row(self, row: sqlite3.Row, *, with_changes: bool = True) -> Call:
@@ -123,7 +123,7 @@ class CallQueries(SqliteRecords):
             status=checked_choice(row["status"], CALL_STATUSES, what),
             started_at=checked_int(row["started_at"], what, optional=False),
             ended_at=checked_int(row["ended_at"], what),
-            error=self._open(row["error_enc"], f"calls.error:{call_id}"),
+            error=self._open_message(row["error_enc"], f"calls.error:{call_id}"),
             changes=self.changes_of_call(call_id) if with_changes else (),
             kind=checked_choice(row["kind"], CALL_KINDS, what),
             exit_code=checked_int(row["exit_code"], what),
@@ -214,7 +214,7 @@ class CallQueries(SqliteRecords):
         *,
         partial: bool = False,
         outside: bool = False,
-        not_covered: str | None = None,
+        not_covered: Message | None = None,
     ) -> int:
         where = f"{call_id}:{seq}"
         inserted = self.db.one(
@@ -234,7 +234,7 @@ class CallQueries(SqliteRecords):
                 self._seal(after.target if after else None, f"changes.after_target:{where}"),
                 int(partial),
                 int(outside),
-                self._seal(not_covered, f"changes.not_covered:{where}"),
+                self._seal_message(not_covered, f"changes.not_covered:{where}"),
             ),
         )
         change_id: int = inserted["id"]
@@ -288,7 +288,7 @@ class CallQueries(SqliteRecords):
             evicted=bool(row["evicted"]),
             reverted=bool(row["reverted"]),
             outside=bool(row["outside"]),
-            not_covered=self._open(row["not_covered_enc"], f"changes.not_covered:{where}"),
+            not_covered=self._open_message(row["not_covered_enc"], f"changes.not_covered:{where}"),
         )
 
     def changes_of_call(self, call_id: CallId) -> tuple[Change, ...]:
