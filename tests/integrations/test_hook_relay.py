@@ -37,9 +37,11 @@ def relay_pid(home: Path) -> int | None:
     sock = relay.connect(str(home))
     if sock is None:
         return None
-    with sock:
+    try:
         pid, _uid, _gid = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
         return int(pid)
+    finally:
+        sock.close()
 
 
 def wait_for_relay(home: Path, *, other_than: int | None = None, timeout: float = 15.0) -> int:
