@@ -22,8 +22,8 @@ would (:func:`turnback.hooks.claude.handle`), and replies what to print.
   check the other is the same user (``SO_PEERCRED``) too, and a hook waits
   at most ``CONNECT_TIMEOUT_S`` to be connected: past it, or to a stranger, it
   hands nothing over and handles its event itself. A hook whose
-  ``TURNBACK_KEY`` or keyring setting differs from the relay's gets
-  ``taken: false`` and handles its event itself.
+  ``TURNBACK_KEY``, keyring or language settings differ from the relay's is
+  told so (``NOT_TAKEN``) and handles its event itself.
 - One relay per store (a lock in the store folder says so). It serves one
   event at a time, and ends when it has had none for
   ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
