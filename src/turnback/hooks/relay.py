@@ -324,30 +324,32 @@ def serve(home: str) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0  # another relay serves this store
-        path = os.path.join(home, SOCKET_NAME)
-        if os.path.lexists(path):
-            os.unlink(path)  # a relay that was killed left it (the lock says none serves)
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            _at_socket(home, server.bind)
-        except OSError:
-            server.close()
-            return 0  # the store's file system holds no sockets: every hook handles its own event
-        bound = os.lstat(path)
+        # Held before a hook can connect: once hooks reach it, the relay creates no file in the store (its
+        # opening may), so a store deleted then is gone for good.
+        with _StoreKeptOpen(home):
+            path = os.path.join(home, SOCKET_NAME)
+            if os.path.lexists(path):
+                os.unlink(path)  # a relay that was killed left it (the lock says none serves)
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                _at_socket(home, server.bind)
+            except OSError:
+                server.close()
+                return 0  # the store's file system holds no sockets: every hook handles its own event
+            bound = os.lstat(path)
 
-        def retire() -> None:
-            with contextlib.suppress(OSError):
-                if os.path.samestat(os.lstat(path), bound):
-                    os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
+            def retire() -> None:
+                with contextlib.suppress(OSError):
+                    if os.path.samestat(os.lstat(path), bound):
+                        os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
 
-        try:
-            os.chmod(path, 0o600)
-            server.listen(16)
-            with _StoreKeptOpen(home):
+            try:
+                os.chmod(path, 0o600)
+                server.listen(16)
                 return _serve(home, server, retire)
-        finally:
-            server.close()
-            retire()
+            finally:
+                server.close()
+                retire()
     finally:
         os.close(lock)
 
