@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import Result, cli_env, run_cli, tree_state
+from turnback.hooks.install import hook_command
 
 SESSION_ID = "6f1c2a52-8a0b-4c4e-9a52-claude-session"
 
@@ -28,11 +29,19 @@ class Claude:
 
     _ids = itertools.count(1)
 
-    def __init__(self, home: Path, project: Path, session_id: str = SESSION_ID, env: dict[str, str] | None = None):
+    def __init__(
+        self,
+        home: Path,
+        project: Path,
+        session_id: str = SESSION_ID,
+        env: dict[str, str] | None = None,
+        command: str | None = None,
+    ):
         self.home = home
         self.project = project
         self.session_id = session_id
         self.env = env
+        self.command = command  # a hook command as settings.json holds it, run through sh; else python -m turnback
 
     def payload(self, event: str, **fields: Any) -> bytes:
         data = {
@@ -46,9 +55,20 @@ class Claude:
         return json.dumps(data).encode()
 
     def raw(self, stdin: bytes, env: dict[str, str] | None = None) -> Result:
-        result = run_cli(
-            self.home, "hook", "claude-code", stdin=stdin, cwd=self.project, env={**(self.env or {}), **(env or {})}
-        )
+        extra = {**(self.env or {}), **(env or {})}
+        if self.command is None:
+            result = run_cli(self.home, "hook", "claude-code", stdin=stdin, cwd=self.project, env=extra)
+        else:
+            ran = subprocess.run(
+                ["sh", "-c", self.command],
+                input=stdin,
+                capture_output=True,
+                cwd=self.project,
+                env=cli_env(self.home, extra),
+                timeout=120,
+            )
+            out, err = (stream.decode("utf-8", "replace") for stream in (ran.stdout, ran.stderr))
+            result = Result(ran.returncode, out, err)
         assert result.rc == 0, result
         return result
 
@@ -437,6 +457,26 @@ def test_install_merges_and_uninstall_takes_exactly_its_entries_away(home: Path,
     nothing = cli(home, project, "uninstall", "claude-code", "--project", str(project))
     assert nothing.rc == 1, nothing
     assert json.loads(settings.read_text()) == USER_SETTINGS
+
+
+def test_install_over_an_older_install_replaces_its_hook_command(home: Path, project: Path) -> None:
+    # Older versions wrote the console script (`.../bin/turnback hook claude-code`); that command still runs the
+    # hook, and `turnback install` replaces it by today's (which starts without site) rather than adding one.
+    settings = project / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    old = {"type": "command", "command": "/opt/old-venv/bin/turnback hook claude-code", "timeout": 60}
+    older = json.loads(json.dumps(USER_SETTINGS))
+    older["hooks"]["PreToolUse"].append({"matcher": "Write|Edit|MultiEdit|NotebookEdit|Bash", "hooks": [old]})
+    older["hooks"]["Stop"] = [{"hooks": [old]}]
+    settings.write_text(json.dumps(older, indent=2) + "\n")
+
+    installed = cli(home, project, "install", "claude-code", "--project", str(project))
+    assert installed.rc == 0, installed
+    commands = ours(json.loads(settings.read_text()))
+    assert all(len(found) == 1 for found in commands.values()), commands
+    assert {command for found in commands.values() for command in found} == {hook_command()}
+    assert shlex.split(hook_command())[1:3] == ["-S", "-I"]
+    assert json.loads(settings.read_text())["hooks"]["PreToolUse"][0] == USER_SETTINGS["hooks"]["PreToolUse"][0]
 
 
 def test_install_refuses_settings_that_are_not_json(home: Path, project: Path) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -28,6 +29,7 @@ from tests.conftest import cli_env, run_cli, second_user
 from tests.integrations.test_claude_code import Claude, cli, log_json
 from tests.reliability.helpers import record
 from turnback.hooks import relay
+from turnback.hooks.install import hook_command
 
 PEERCRED = struct.Struct("3i")
 
@@ -37,9 +39,11 @@ def relay_pid(home: Path) -> int | None:
     sock = relay.connect(str(home))
     if sock is None:
         return None
-    with sock:
+    try:
         pid, _uid, _gid = PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, PEERCRED.size))
         return int(pid)
+    finally:
+        sock.close()
 
 
 def wait_for_relay(home: Path, *, other_than: int | None = None, timeout: float = 15.0) -> int:
@@ -74,7 +78,8 @@ PROBE = (
     "sys.argv = ['turnback', 'hook', 'claude-code']\n"
     "from turnback.cli import entry\n"
     "rc = entry()\n"
-    "heavy = ('turnback.engine', 'turnback.store', 'sqlite3', 'cryptography', 'zstandard')\n"
+    "heavy = ('turnback.engine', 'turnback.store', 'turnback.cli.main', 'sqlite3', 'cryptography', 'zstandard',\n"
+    "         'json', 'socket', 're', 'enum', 'typing', 'argparse', 'struct')  # each costs a hook 1-20 ms\n"
     "print(rc, *[name for name in heavy if name in sys.modules], file=sys.stderr)\n"
 )
 
@@ -126,6 +131,70 @@ def test_events_after_the_first_go_through_the_relay_and_record_the_same(home: P
         assert not first.exists()
     finally:
         stop_relay(home)
+
+
+def test_the_installed_command_records_the_same_with_and_without_a_relay(home: Path, project: Path) -> None:
+    # `turnback install` writes `PYTHON -S -I .../launch.py hook claude-code`: without site, a hook that must do
+    # the work itself (no relay yet, or TURNBACK_HOOK_RELAY=0) loads it for the engine's packages.
+    claude = Claude(home, project, command=hook_command())
+    try:
+        claude.prompt("through the installed command")  # no relay yet: this hook does the work and starts one
+        wait_for_relay(home)
+        claude.write("relayed.txt", "one\n")
+        assert claude.stop().out == '{"systemMessage": "1 file changed, +1 -0"}\n'
+    finally:
+        stop_relay(home)
+    alone = Claude(home, project, env={"TURNBACK_HOOK_RELAY": "0"}, command=hook_command())
+    alone.prompt("no relay")
+    alone.write("alone.txt", "one\ntwo\n")
+    assert alone.stop().out == '{"systemMessage": "1 file changed, +2 -0"}\n'
+    turns = log_json(home, project)["turns"]
+    assert [(turn["message"], [call["tool"] for call in turn["calls"]]) for turn in turns] == [
+        ("through the installed command", ["Write"]),
+        ("no relay", ["Write"]),
+    ]
+    assert relay_pid(home) is None
+
+
+def imported_modules(command: list[str], stdin: bytes, cwd: Path, env: dict[str, str]) -> tuple[set[str], bytes]:
+    """The modules *command* (a Python command line) imports, by ``-X importtime``; and what it printed."""
+    ran = subprocess.run(
+        [command[0], "-X", "importtime", *command[1:]], input=stdin, capture_output=True, cwd=cwd, env=env, timeout=60
+    )
+    assert ran.returncode == 0, ran
+    lines = ran.stderr.decode().splitlines()
+    others = [line for line in lines if not line.startswith("import time:")]
+    assert others == [], others
+    return {line.split("|")[-1].strip() for line in lines[1:]}, ran.stdout
+
+
+def test_a_hook_handed_to_the_relay_imports_nothing_it_does_not_need(home: Path, project: Path) -> None:
+    # A hook costs the agent every module it imports (json and socket alone were 10-25 ms): what the installed
+    # command may import is the interpreter's own start-up without site, os, _socket and four of turnback's.
+    command = shlex.split(hook_command())
+    python, flags = command[0], command[1:3]
+    floor, _ = imported_modules([python, *flags, "-c", "import os, _socket"], b"", project, cli_env(home))
+    allowed = floor | {"__future__", "turnback", "turnback.home", "turnback.hooks", "turnback.hooks.relay"}
+    claude = Claude(home, project)
+    try:
+        claude.prompt("relayed events")
+        wait_for_relay(home)
+        target = project / "light.txt"
+        tool_input = {"file_path": str(target), "content": "x\n"}
+        pre = claude.payload("PreToolUse", tool_name="Write", tool_input=tool_input, tool_use_id="toolu_light")
+        modules, out = imported_modules(command, pre, project, cli_env(home))
+        assert out == b""
+        assert modules - allowed == set()
+        assert "turnback.hooks.relay" in modules
+        target.write_bytes(b"x\n")
+        claude.quiet("PostToolUse", tool_name="Write", tool_input=tool_input, tool_use_id="toolu_light")
+        stopped, out = imported_modules(command, claude.payload("Stop"), project, cli_env(home))
+        assert stopped - allowed == set()
+        assert out == b'{"systemMessage": "1 file changed, +1 -0"}\n'  # the relay's reply, as the hook printed it
+    finally:
+        stop_relay(home)
+    calls = [call["tool"] for turn in log_json(home, project)["turns"] for call in turn["calls"]]
+    assert calls == ["Write"]
 
 
 def test_a_killed_relay_is_replaced_and_no_event_is_lost(home: Path, project: Path) -> None:
@@ -377,11 +446,17 @@ def test_another_users_socket_stalls_no_hook_and_every_call_is_recorded(home: Pa
     assert seen["held"] == 1  # the old name only: the relay's own socket was never the squatter's
 
 
+@pytest.mark.parametrize("hook_version", ["today's", "older"])
 def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hook_version: str
 ) -> None:
     # The relay ends when idle. A hook that connected in the instant between its last wait and the socket's
-    # removal must not be dropped unanswered (its call would never be recorded): it is told to do the work.
+    # removal must not be dropped unanswered (its call would never be recorded): it is told to do the work,
+    # in the words it understands (an older hook sent JSON, and reads JSON back).
+    if hook_version == "older":
+        request, answer = b'{"event": {}, "caller": [1, "/", null], "env": {}}', b'{"taken": false}'
+    else:
+        request, answer = relay._request(b"{}"), b"F"
     monkeypatch.setenv(relay.ENV_IDLE, "0")
     path = tmp_path / "r.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -392,7 +467,7 @@ def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itse
     def retire() -> None:
         hook = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         hook.connect(str(path))
-        hook.sendall(b'{"event": {}, "caller": [1, "/", null], "env": {}}')
+        hook.sendall(request)
         hook.shutdown(socket.SHUT_WR)
         arrived.append(hook)
         path.unlink()
@@ -401,4 +476,4 @@ def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itse
     assert len(arrived) == 1
     with arrived[0] as hook:
         hook.settimeout(5)
-        assert hook.recv(1 << 16) == b'{"taken": false}'
+        assert hook.recv(1 << 16) == answer

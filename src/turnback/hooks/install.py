@@ -35,12 +35,11 @@ EVENTS: dict[str, str | None] = {
 
 
 def hook_command() -> str:
-    """The command Claude Code runs: this installation's ``turnback`` script (else this Python with
-    ``-m turnback``), named by its full path, so the hook works whatever PATH Claude Code has."""
-    script = os.path.join(os.path.dirname(sys.executable), "turnback")
-    if os.access(script, os.X_OK):
-        return f"{shlex.quote(script)} {MARK}"
-    return f"{shlex.quote(sys.executable)} -m turnback {MARK}"
+    """The command Claude Code runs: this Python running :mod:`turnback.hooks.launch` without ``site`` and
+    isolated (``-S -I``: it starts in about half the time), both named by their full paths, so the hook works
+    whatever PATH Claude Code has."""
+    launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
+    return shlex.join([sys.executable, "-S", "-I", launcher, *MARK.split()])
 
 
 def settings_path(*, project: str | None, user_home: str) -> str:

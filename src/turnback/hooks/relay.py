@@ -1,12 +1,17 @@
 """The hook relay: one long-lived process per store handles hook events, so a hook does not import turnback.
 
 Claude Code starts ``turnback hook claude-code`` for every event and waits
-for it. Python's start-up is about 20 ms; importing the engine (SQLite,
-cryptography, zstandard and turnback's own modules) adds some 60 ms more.
-So a hook process imports only what this module needs (``json``, ``socket``)
-and hands its event to the relay, a process that imported the rest once;
-the relay opens the store for the event, handles it exactly as the hook
-would (:func:`turnback.hooks.claude.handle`), and sends back what to print.
+for it. Python's start-up is about 15 ms; importing the engine (SQLite,
+cryptography, zstandard and turnback's own modules) adds some 60 ms more, and
+even ``json`` and ``socket`` cost a hook 10–25 ms (``re``, ``enum``,
+``collections``). So a hook process imports only ``os``, ``_socket`` and
+:mod:`turnback.home`, hands its event to the relay unread, as bytes, and
+writes out what the relay sends back; the relay, a process that imported the
+rest once, opens the store for the event, handles it exactly as the hook
+would (:func:`turnback.hooks.claude.handle`), and replies what to print.
+``turnback install`` has Claude Code run it as ``PYTHON -S -I
+…/turnback/hooks/launch.py hook claude-code`` (:mod:`.launch`), which skips
+``site`` too; a hook that must do the work itself loads ``site`` then.
 
 - No relay yet (or ``TURNBACK_HOOK_RELAY=0``): the hook handles the event
   itself, then starts a relay for the next one (unless turned off).
@@ -17,8 +22,8 @@ would (:func:`turnback.hooks.claude.handle`), and sends back what to print.
   check the other is the same user (``SO_PEERCRED``) too, and a hook waits
   at most ``CONNECT_TIMEOUT_S`` to be connected: past it, or to a stranger, it
   hands nothing over and handles its event itself. A hook whose
-  ``TURNBACK_KEY`` or keyring setting differs from the relay's gets
-  ``taken: false`` and handles its event itself.
+  ``TURNBACK_KEY``, keyring or language settings differ from the relay's is
+  told so (``NOT_TAKEN``) and handles its event itself.
 - One relay per store (a lock in the store folder says so). It serves one
   event at a time, and ends when it has had none for
   ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
@@ -31,15 +36,14 @@ would (:func:`turnback.hooks.claude.handle`), and sends back what to print.
 
 from __future__ import annotations
 
-import json
+import _socket  # socket's own module: socket.py imports enum, selectors and collections, some 10 ms for a hook
 import os
-import socket
-import struct
 import sys
 import time
 
 TYPE_CHECKING = False  # typing itself is among what a hook process should not import
 if TYPE_CHECKING:
+    import socket
     from collections.abc import Callable
     from typing import Any
 
@@ -53,6 +57,16 @@ READ_TIMEOUT_S = 5.0
 SOCKET_NAME = "hook-relay.sock"
 LOCK_NAME = "hook-relay.lock"
 SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING")  # what else decides how the store opens
+# A hook's request: this tag, the caller's fields and the environment's (see _request), each ended by a NUL,
+# then the event as it came. A request without it is an older hook's JSON, which the relay does not take.
+REQUEST_TAG = b"turnback-hook-request 2"
+CALLER_FIELDS = 5  # parent pid, cwd, CLAUDE_PROJECT_DIR, the hook's start, CLAUDE_ENV_FILE
+# The relay's reply: TAKEN once it has read the request and will handle the event, then the length of what
+# goes to stdout, a newline, stdout's and stderr's text (UTF-8); or NOT_TAKEN. An older relay sends nothing.
+TAKEN = b"T"
+NOT_TAKEN = b"F"
+OLD_NOT_TAKEN = b'{"taken": false}'  # what an older hook, which sends JSON, understands as "do it yourself"
+NO_ANSWER = "turnback: the hook relay did not answer; the agent goes on\n"
 HANDLED_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -67,7 +81,7 @@ HANDLED_EVENTS = (
 )
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 SHELL_TOOLS = ("Bash", "PowerShell")
-_PEERCRED = struct.Struct("3i")  # pid, uid, gid
+PEERCRED_SIZE = 12  # struct ucred: pid, uid, gid, each 4 bytes
 
 
 def process_started_at() -> float | None:
@@ -82,18 +96,10 @@ def process_started_at() -> float | None:
     return time.time() - age
 
 
-def _seconds(rest: list[Any]) -> float | None:
-    """The hook's start time a relay request carries (none from an older hook)."""
-    return float(rest[0]) if rest and isinstance(rest[0], int | float) else None
-
-
-def _text(rest: list[Any]) -> str | None:
-    """The ``CLAUDE_ENV_FILE`` a relay request carries (none from an older hook, or for another event)."""
-    return rest[0] if rest and isinstance(rest[0], str) and rest[0] else None
-
-
 def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     """The event in *raw*, or None and the line that says why it is ignored."""
+    import json
+
     try:
         event = json.loads(raw or b"{}")
     except ValueError:
@@ -130,13 +136,13 @@ def _at_socket(home: str, call: Callable[[str], None]) -> None:
         os.close(folder)
 
 
-def connect(home: str) -> socket.socket | None:
+def connect(home: str) -> _socket.socket | None:
     """A socket connected to the relay of the store in *home* and run by this user; None when there is none,
     it is another user's, or it does not take the connection within ``CONNECT_TIMEOUT_S``."""
     if not sys.platform.startswith("linux"):
         return None
     deadline = time.monotonic() + CONNECT_TIMEOUT_S
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)  # never block in connect(): a full queue fails at once (EAGAIN)
         while True:
@@ -155,20 +161,21 @@ def connect(home: str) -> socket.socket | None:
         return None
 
 
-def _same_user(sock: socket.socket) -> bool:
-    _pid, uid, _gid = _PEERCRED.unpack(sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size))
-    return bool(uid == os.getuid())
+def _same_user(sock: _socket.socket) -> bool:
+    ucred = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, PEERCRED_SIZE)
+    return int.from_bytes(ucred[4:8], sys.byteorder) == os.getuid()
 
 
-def _store_env() -> dict[str, str | None]:
+def _store_env() -> list[bytes]:
     """What of the environment the relay must share with a hook to handle its event: how the store opens, and
-    the language its output is worded in (``TURNBACK_LANG``, the locale)."""
+    the language its output is worded in (``TURNBACK_LANG``, the locale); each ``=VALUE``, or empty when unset."""
     from turnback.home import ENV_LANG, LOCALE_VARIABLES  # os and sys only: a hook can afford it
 
-    return {name: os.environ.get(name) for name in (*SAME_STORE_ENV, ENV_LANG, *LOCALE_VARIABLES)}
+    names = (*SAME_STORE_ENV, ENV_LANG, *LOCALE_VARIABLES)
+    return [b"" if value is None else b"=" + value for value in map(os.environb.get, map(os.fsencode, names))]
 
 
-def _read_all(sock: socket.socket) -> bytes:
+def _read_all(sock: _socket.socket) -> bytes:
     parts = []
     while chunk := sock.recv(1 << 16):
         parts.append(chunk)
@@ -178,13 +185,27 @@ def _read_all(sock: socket.socket) -> bytes:
 # -- the hook's side ---------------------------------------------------------------------------
 
 
-def _ask(sock: socket.socket, request: dict[str, Any]) -> dict[str, Any] | None:
-    """The relay's reply; None when it did not take the event (nothing was handed over)."""
+def _request(raw: bytes) -> bytes:
+    """What a hook sends the relay: REQUEST_TAG, the caller's fields and :func:`_store_env`, then *raw*."""
+    started = process_started_at()
+    caller = [
+        b"%d" % os.getppid(),
+        os.getcwdb(),
+        os.environb.get(b"CLAUDE_PROJECT_DIR", b""),
+        b"" if started is None else repr(started).encode(),
+        os.environb.get(b"CLAUDE_ENV_FILE", b""),
+    ]
+    return b"\0".join([REQUEST_TAG, *caller, *_store_env(), raw])
+
+
+def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes:
+    """What to print (stdout, stderr) when the relay took the event; else the first byte of its answer:
+    NOT_TAKEN, or none (an older relay, which reads no such request, or one that failed before taking it)."""
     deadline = time.monotonic() + REPLY_TIMEOUT_S
     try:
         sock.settimeout(REPLY_TIMEOUT_S)
-        sock.sendall(json.dumps(request).encode())
-        sock.shutdown(socket.SHUT_WR)
+        sock.sendall(request)
+        sock.shutdown(_socket.SHUT_WR)
         parts = []
         while True:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))  # a bound on the whole reply, not each part
@@ -192,12 +213,17 @@ def _ask(sock: socket.socket, request: dict[str, Any]) -> dict[str, Any] | None:
             if not chunk:
                 break
             parts.append(chunk)
-        reply = json.loads(b"".join(parts))
-    except (OSError, ValueError):
-        return {"taken": True, "out": "", "err": "turnback: the hook relay did not answer; the agent goes on\n"}
+    except OSError:
+        return "", NO_ANSWER
     finally:
         sock.close()
-    return reply if isinstance(reply, dict) else None
+    reply = b"".join(parts)
+    if not reply.startswith(TAKEN):
+        return reply[:1]
+    size, newline, texts = reply[len(TAKEN) :].partition(b"\n")
+    if not newline or not size.isdigit() or int(size) > len(texts):
+        return "", NO_ANSWER  # it took the event and ended before its answer
+    return texts[: int(size)].decode("utf-8", "surrogatepass"), texts[int(size) :].decode("utf-8", "surrogatepass")
 
 
 def _start_relay(home: str) -> None:
@@ -229,28 +255,27 @@ def hook_main() -> int:
 def _hook() -> int:
     from turnback.home import default_home
 
-    event, why = parse(sys.stdin.buffer.read())
+    raw = sys.stdin.buffer.read()
+    home = default_home()
+    relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
+    sock = connect(home) if relayed else None
+    reply = _ask(sock, _request(raw)) if sock is not None else b""
+    if isinstance(reply, tuple):
+        sys.stdout.write(reply[0])
+        sys.stderr.write(reply[1])
+        return 0
+    if sys.flags.no_site:  # started by launch.py: the engine's packages (cryptography, zstandard) are found by site
+        import site
+
+        site.main()
+    event, why = parse(raw)
     if event is None or not wanted(event):
         sys.stderr.write(why)
         return 0
-    home = default_home()
-    parent, cwd, project_dir = os.getppid(), os.getcwd(), os.environ.get("CLAUDE_PROJECT_DIR") or None
-    started, env_file = process_started_at(), os.environ.get("CLAUDE_ENV_FILE") or None
-    relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
-    sock = connect(home) if relayed else None
-    reply = (
-        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir, started, env_file], "env": _store_env()})
-        if sock is not None
-        else None
-    )
-    if reply is not None and reply.get("taken"):
-        sys.stdout.write(str(reply.get("out") or ""))
-        sys.stderr.write(str(reply.get("err") or ""))
-        return 0
     from turnback.hooks.claude import Caller, handle
 
-    out, err = handle(event, Caller(parent, cwd, project_dir, started, env_file), home)
-    if relayed and reply is None and os.path.isdir(home):
+    out, err = handle(event, Caller.this_process(), home)
+    if relayed and reply != NOT_TAKEN and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
     sys.stderr.write(err)
@@ -284,6 +309,7 @@ def serve(home: str) -> int:
     """Serve hook events for the store in *home* until idle, the store gone, or the code changed."""
     import contextlib
     import fcntl
+    import socket
 
     import turnback.engine  # noqa: F401  (what every event needs, imported once, before the first one)
 
@@ -298,40 +324,65 @@ def serve(home: str) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0  # another relay serves this store
-        path = os.path.join(home, SOCKET_NAME)
-        if os.path.lexists(path):
-            os.unlink(path)  # a relay that was killed left it (the lock says none serves)
-        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            _at_socket(home, server.bind)
-        except OSError:
-            server.close()
-            return 0  # the store's file system holds no sockets: every hook handles its own event
-        bound = os.lstat(path)
+        # Held before a hook can connect: once hooks reach it, the relay creates no file in the store (its
+        # opening may), so a store deleted then is gone for good.
+        with _StoreKeptOpen(home):
+            path = os.path.join(home, SOCKET_NAME)
+            if os.path.lexists(path):
+                os.unlink(path)  # a relay that was killed left it (the lock says none serves)
+            server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                _at_socket(home, server.bind)
+            except OSError:
+                server.close()
+                return 0  # the store's file system holds no sockets: every hook handles its own event
+            bound = os.lstat(path)
 
-        def retire() -> None:
-            with contextlib.suppress(OSError):
-                if os.path.samestat(os.lstat(path), bound):
-                    os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
+            def retire() -> None:
+                with contextlib.suppress(OSError):
+                    if os.path.samestat(os.lstat(path), bound):
+                        os.unlink(path)  # only ours: a store made again in its place may have a relay of its own
 
-        try:
-            os.chmod(path, 0o600)
-            server.listen(16)
-            return _serve(home, server, retire)
-        finally:
-            server.close()
-            retire()
+            try:
+                os.chmod(path, 0o600)
+                server.listen(16)
+                return _serve(home, server, retire)
+            finally:
+                server.close()
+                retire()
     finally:
         os.close(lock)
 
 
+class _StoreKeptOpen:
+    """The store in *home* held open, idle, while the relay runs (each event still opens it for itself).
+
+    SQLite's last connection to close writes the log (WAL) into the database and deletes it, syncing both:
+    some 10 ms of every event when each event's connection was the last. Held open, the log stays and is
+    written back as SQLite's own automatic checkpoints do it, once per thousand pages, and when the relay
+    ends. Every commit is as durable as before (``synchronous=FULL`` on the log).
+    """
+
+    def __init__(self, home: str) -> None:
+        self.home = home
+        self.engine: Any = None
+
+    def __enter__(self) -> None:
+        import turnback
+
+        try:
+            self.engine = turnback.open(self.home)
+        except (turnback.TurnbackError, OSError):
+            pass  # each event opens the store itself, and says what is wrong
+
+    def __exit__(self, *exc: object) -> None:
+        if self.engine is not None:
+            self.engine.close()
+
+
 def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
     """Take events until it is time to end; then *retire* the socket (no hook connects any more) and answer
-    the hooks already queued ``taken: false``, so that each handles its own event instead of losing it."""
-    import time
-
-    from turnback.hooks.claude import Caller, handle
-
+    the hooks already queued NOT_TAKEN, so that each handles its own event instead of losing it."""
     server.settimeout(1.0)
     idle = float(os.environ.get(ENV_IDLE) or IDLE_S)
     code = _CodeWatch()
@@ -353,24 +404,11 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
             last = time.monotonic()
             with conn:
                 stale = retiring or code.changed()
-                reply: dict[str, Any] = {"taken": False}
                 try:
                     conn.settimeout(READ_TIMEOUT_S)
                     if _same_user(conn):
-                        request = json.loads(_read_all(conn))
-                        if not stale and request.get("env") == mine:
-                            caller = request["caller"]
-                            out, err = handle(
-                                request["event"],
-                                Caller(
-                                    int(caller[0]), str(caller[1]), caller[2], _seconds(caller[3:]), _text(caller[4:])
-                                ),
-                                home,
-                            )
-                            reply = {"taken": True, "out": out, "err": err}
-                    conn.settimeout(READ_TIMEOUT_S)
-                    conn.sendall(json.dumps(reply).encode())
-                except (OSError, ValueError, KeyError, TypeError, IndexError):
+                        _answer(conn, home, mine, stale=stale)
+                except (OSError, ValueError):
                     pass  # that hook hears nothing it can use: it says so, or handles the event itself
             if stale and not retiring:
                 retire()
@@ -378,6 +416,34 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
                 server.settimeout(0.05)
     finally:
         server.close()
+
+
+def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -> None:
+    """Read one hook's request (:func:`_request`) and handle its event, or tell it to (NOT_TAKEN): when this
+    relay is *stale* or the hook's environment is not *mine*."""
+    from turnback.hooks.claude import Caller, handle
+
+    request = _read_all(conn)
+    if not request.startswith(REQUEST_TAG + b"\0"):
+        conn.sendall(OLD_NOT_TAKEN)  # an older hook's JSON
+        return
+    _tag, *fields, raw = request.split(b"\0", CALLER_FIELDS + len(mine) + 1)
+    if stale or fields[CALLER_FIELDS:] != mine:
+        conn.sendall(NOT_TAKEN)
+        return
+    parent, cwd, project_dir, started, env_file = fields[:CALLER_FIELDS]
+    caller = Caller(
+        int(parent),
+        os.fsdecode(cwd),
+        os.fsdecode(project_dir) or None,
+        float(started) if started else None,
+        os.fsdecode(env_file) or None,
+    )
+    conn.sendall(TAKEN)  # from here on the hook counts the event as handed over, whatever happens
+    event, why = parse(raw)
+    out, err = handle(event, caller, home) if event is not None and wanted(event) else ("", why)
+    stdout = out.encode("utf-8", "surrogatepass")
+    conn.sendall(b"%d\n" % len(stdout) + stdout + err.encode("utf-8", "surrogatepass"))
 
 
 if __name__ == "__main__":
