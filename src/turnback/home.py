@@ -9,8 +9,6 @@ from __future__ import annotations
 import os
 import sys
 
-from turnback.paths import is_database_url
-
 ENV_HOME = "TURNBACK_HOME"
 ENV_KEY = "TURNBACK_KEY"
 ENV_SESSION = "TURNBACK_SESSION"
@@ -47,6 +45,8 @@ def env_key_secret() -> str | None:
 def env_store_url() -> str | None:
     """``TURNBACK_STORE`` when it names a PostgreSQL database (``postgresql://…``): the store is there. Anything
     else leaves the store in the folder's SQLite file."""
+    from turnback.paths import is_database_url  # here: a hook process imports this module, and needs no paths
+
     value = os.environ.get(ENV_STORE, "").strip()
     return value if is_database_url(value) else None
 
