@@ -67,6 +67,18 @@ HANDLED_EVENTS = (
 )
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 SHELL_TOOLS = ("Bash", "PowerShell")
+CODEX_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Interrupt",
+    "PreCompact",
+    "PostCompact",
+    "Stop",
+    "SessionEnd",
+)
+CODEX_TOOLS = ("Bash", "apply_patch")
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
@@ -103,11 +115,24 @@ def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     return event, ""
 
 
-def wanted(event: dict[str, Any]) -> bool:
+def wanted(event: dict[str, Any], harness: str = "claude-code") -> bool:
     """Whether an event needs the store at all (a Read or a Grep costs the agent no more than Python's start)."""
     name = str(event.get("hook_event_name") or "")
     tool = str(event.get("tool_name") or "")
+    if harness == "codex":
+        return name in CODEX_EVENTS and not ("ToolUse" in name and tool not in CODEX_TOOLS)
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
+
+
+def _handler(harness: str) -> Callable[..., tuple[str, str]]:
+    """The adapter's ``handle(event, caller, home)`` for *harness*."""
+    if harness == "codex":
+        from turnback.hooks.codex import handle as codex_handle
+
+        return codex_handle
+    from turnback.hooks.claude import handle
+
+    return handle
 
 
 def failure_line(exc: BaseException) -> str:
@@ -217,20 +242,20 @@ def _start_relay(home: str) -> None:
         pass  # no relay: every hook handles its own event, as without one
 
 
-def hook_main() -> int:
-    """``turnback hook claude-code``: hand the event on stdin to the relay, or handle it here. Exits 0."""
+def hook_main(harness: str = "claude-code") -> int:
+    """``turnback hook claude-code|codex``: hand the event on stdin to the relay, or handle it here. Exits 0."""
     try:
-        return _hook()
+        return _hook(harness)
     except Exception as exc:  # never block the agent (the event's own trouble is handled and logged deeper)
         sys.stderr.write(failure_line(exc))
         return 0
 
 
-def _hook() -> int:
+def _hook(harness: str) -> int:
     from turnback.home import default_home
 
     event, why = parse(sys.stdin.buffer.read())
-    if event is None or not wanted(event):
+    if event is None or not wanted(event, harness):
         sys.stderr.write(why)
         return 0
     home = default_home()
@@ -239,7 +264,15 @@ def _hook() -> int:
     relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     sock = connect(home) if relayed else None
     reply = (
-        _ask(sock, {"event": event, "caller": [parent, cwd, project_dir, started, env_file], "env": _store_env()})
+        _ask(
+            sock,
+            {
+                "event": event,
+                "caller": [parent, cwd, project_dir, started, env_file],
+                "env": _store_env(),
+                "harness": harness,
+            },
+        )
         if sock is not None
         else None
     )
@@ -247,9 +280,9 @@ def _hook() -> int:
         sys.stdout.write(str(reply.get("out") or ""))
         sys.stderr.write(str(reply.get("err") or ""))
         return 0
-    from turnback.hooks.claude import Caller, handle
+    from turnback.hooks.events import Caller
 
-    out, err = handle(event, Caller(parent, cwd, project_dir, started, env_file), home)
+    out, err = _handler(harness)(event, Caller(parent, cwd, project_dir, started, env_file), home)
     if relayed and reply is None and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
@@ -330,7 +363,7 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
     the hooks already queued ``taken: false``, so that each handles its own event instead of losing it."""
     import time
 
-    from turnback.hooks.claude import Caller, handle
+    from turnback.hooks.events import Caller
 
     server.settimeout(1.0)
     idle = float(os.environ.get(ENV_IDLE) or IDLE_S)
@@ -360,7 +393,7 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
                         request = json.loads(_read_all(conn))
                         if not stale and request.get("env") == mine:
                             caller = request["caller"]
-                            out, err = handle(
+                            out, err = _handler(str(request.get("harness") or "claude-code"))(
                                 request["event"],
                                 Caller(
                                     int(caller[0]), str(caller[1]), caller[2], _seconds(caller[3:]), _text(caller[4:])
