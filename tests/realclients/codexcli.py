@@ -122,8 +122,9 @@ class RealCodex:
         )
         assert proc.stdin is not None and proc.stdout is not None
         try:
+            hello = {"clientInfo": {"name": "turnback-tests", "version": "1"}}
             for message in (
-                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"clientInfo": {"name": "t", "version": "1"}}},
+                {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello},
                 {"jsonrpc": "2.0", "method": "initialized"},
                 {"jsonrpc": "2.0", "id": 2, "method": "hooks/list", "params": {"cwds": [str(self.project)]}},
             ):

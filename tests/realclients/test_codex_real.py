@@ -44,10 +44,8 @@ def record(codex: RealCodex, name: str) -> list[dict[str, Any]]:
 
 def test_install_says_how_to_trust_and_untrusted_hooks_never_run(codex: RealCodex, project: Path) -> None:
     told = codex.install_output.lines
-    assert told[0] == f"installed turnback's hooks in {codex.hooks_file}: " + ", ".join(
-        ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Interrupt"]
-        + ["PreCompact", "PostCompact", "Stop", "SessionEnd"]
-    )
+    events = "SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Interrupt, PreCompact, PostCompact, Stop, SessionEnd"
+    assert told[0] == f"installed turnback's hooks in {codex.hooks_file}: {events}"
     assert told[1] == (
         f"Codex runs them only once you trust them: start codex in {project}, type /hooks and choose "
         '"Trust all and continue" (for a project\'s hooks, trust the folder when Codex asks)'
