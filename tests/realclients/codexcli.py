@@ -29,6 +29,7 @@ PACKAGE = "@openai/codex"
 MODEL = "gpt-5.5"
 HERE = Path(__file__).resolve().parent
 LOG_HOOK = HERE / "loghook.py"
+EXEC_FLAGS = ("--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check")
 LOGGED_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -164,7 +165,7 @@ class RealCodex:
         """One ``codex exec --json`` to its end (``resume``: a turn of that earlier session)."""
         head = [str(self.binary), "exec"] + (["resume", resume] if resume else [])
         done = subprocess.run(
-            [*head, "--json", "--dangerously-bypass-approvals-and-sandbox", "--skip-git-repo-check", prompt],
+            [*head, *EXEC_FLAGS, prompt],
             cwd=self.project,
             env=self.env(),
             stdin=subprocess.DEVNULL,
@@ -174,6 +175,18 @@ class RealCodex:
         messages = [json.loads(line) for line in done.stdout.decode().splitlines() if line.startswith("{")]
         return Run(done.returncode, messages, done.stderr.decode("utf-8", "replace"))
 
+    def start(self, prompt: str) -> subprocess.Popen[bytes]:
+        """``codex exec --json PROMPT`` left running (to be interrupted)."""
+        return subprocess.Popen(
+            [str(self.binary), "exec", *EXEC_FLAGS, prompt],
+            cwd=self.project,
+            env=self.env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+
     def events(self) -> list[dict[str, Any]]:
         if not self.hook_log.exists():
             return []
@@ -181,4 +194,3 @@ class RealCodex:
 
     def names(self) -> list[str]:
         return [str(event["hook_event_name"]) for event in self.events()]
-

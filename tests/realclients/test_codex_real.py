@@ -13,11 +13,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
+import time
 from pathlib import Path
 from typing import Any
 
 from tests.conftest import run_cli, tree_state
 from tests.realclients.codexcli import RealCodex
+from tests.realclients.conftest import kill_commands_of
 from tests.realclients.fakeresponses import Patch, Say, Shell
 
 PAYLOADS = Path(__file__).resolve().parent / "payloads"
@@ -44,7 +47,8 @@ def record(codex: RealCodex, name: str) -> list[dict[str, Any]]:
 
 def test_install_says_how_to_trust_and_untrusted_hooks_never_run(codex: RealCodex, project: Path) -> None:
     told = codex.install_output.lines
-    events = "SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Interrupt, PreCompact, PostCompact, Stop, SessionEnd"
+    events = "SessionStart, UserPromptSubmit, PreToolUse, PostToolUse, Interrupt, PreCompact, PostCompact, Stop, "
+    events += "SessionEnd"
     assert told[0] == f"installed turnback's hooks in {codex.hooks_file}: {events}"
     assert told[1] == (
         f"Codex runs them only once you trust them: start codex in {project}, type /hooks and choose "
@@ -119,6 +123,35 @@ def test_two_turns_of_shell_and_apply_patch_are_undone_byte_for_byte(codex: Real
     undone = run_cli(codex.home, "undo", "--yes", cwd=project)
     assert undone.rc == 0, undone
     assert tree_state(project) == after_one
+    undone = run_cli(codex.home, "undo", "--yes", cwd=project)
+    assert undone.rc == 0, undone
+    assert tree_state(project) == start
+
+
+def test_an_interrupted_command_is_recorded_and_undone(codex: RealCodex, project: Path) -> None:
+    codex.trust()
+    start = tree_state(project)
+    codex.api.script[:] = [Shell("printf 'i\\n' > int.txt && sleep 60"), Say("never")]
+    proc = codex.start("run it")
+    try:
+        deadline = time.monotonic() + 60
+        while not (project / "int.txt").exists():
+            assert time.monotonic() < deadline and proc.poll() is None, "the command never ran"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+        kill_commands_of("sleep 60")
+    events = record(codex, "interrupt")
+    names = [e["hook_event_name"] for e in events]
+    assert "Interrupt" in names and "PostToolUse" not in names and "Stop" not in names, names
+    log = run_cli(codex.home, "log", "--json", cwd=project)
+    assert log.rc == 0, log
+    (turn,) = log.json()["turns"]
+    assert turn["status"] != "running", turn
     undone = run_cli(codex.home, "undo", "--yes", cwd=project)
     assert undone.rc == 0, undone
     assert tree_state(project) == start
