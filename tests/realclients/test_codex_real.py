@@ -94,6 +94,8 @@ def test_two_turns_of_shell_and_apply_patch_are_undone_byte_for_byte(codex: Real
     ]
     first = codex.exec("first")
     assert first.rc == 0, first
+    items = [m["item"] for m in first.messages if m.get("type") == "item.completed"]
+    assert [item for item in items if item["type"] == "error"] == [], items  # no hook's output was refused
     assert (project / "c.txt").read_bytes() == b"c\n" and not (project / "d.txt").exists()
     assert (project / "new.txt").read_bytes() == b"hello\n"
     assert (project / "b.txt").read_bytes() == b"b1\nB2\nb3\n"
