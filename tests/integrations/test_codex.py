@@ -8,11 +8,13 @@ does), and everything the user does afterwards goes through the real CLI.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import Result, run_cli, tree_state
+from tests.conftest import Result, cli_env, run_cli, tree_state
 
 PAYLOADS = Path(__file__).resolve().parents[1] / "realclients" / "payloads"
 
@@ -178,3 +180,41 @@ def test_a_hook_event_codex_sends_for_other_tools_or_broken_input_does_nothing(h
         result = run_cli(home, "hook", "codex", stdin=stdin, cwd=project)
         assert result.rc == 0 and result.out == "", result
     assert not (home / "store.db").exists() or run_cli(home, "sessions", cwd=project).out.count("Codex") == 0
+
+
+CODEX_PROBE = (
+    "import sys\n"
+    "sys.argv = ['turnback', 'hook', 'codex']\n"
+    "from turnback.cli import entry\n"
+    "rc = entry()\n"
+    "heavy = ('turnback.engine', 'turnback.store', 'sqlite3', 'cryptography', 'zstandard')\n"
+    "print(rc, *[name for name in heavy if name in sys.modules], file=sys.stderr)\n"
+)
+
+
+def test_codex_events_after_the_first_go_through_the_relay_and_record_the_same(home: Path, project: Path) -> None:
+    from tests.integrations.test_hook_relay import stop_relay, wait_for_relay
+
+    start = tree_state(project)
+    first, *rest = payloads("interrupt", project, home)
+    try:
+        send(home, project, first)  # no relay yet: this hook does the work and starts one
+        wait_for_relay(home)
+        for event in rest:
+            ran = subprocess.run(
+                [sys.executable, "-c", CODEX_PROBE],
+                input=json.dumps(event).encode(),
+                capture_output=True,
+                cwd=project,
+                env=cli_env(home),
+                timeout=60,
+            )
+            assert ran.stderr.decode().split() == ["0"], ran  # handed over: the hook imported none of the engine
+            if event["hook_event_name"] == "PreToolUse":
+                (project / "int.txt").write_bytes(b"i\n")
+        (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+        assert [change["path"] for call in turn["calls"] for change in call["changes"]] == ["int.txt"]
+        assert run_cli(home, "undo", "--yes", cwd=project).rc == 0
+        assert tree_state(project) == start
+    finally:
+        stop_relay(home)
