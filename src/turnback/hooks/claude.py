@@ -35,14 +35,14 @@ store. Unknown events and tools do nothing.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import IO, Any
 
 from turnback.catalog import Message
 from turnback.hooks.events import Caller, Event, Output, Recorder
 from turnback.hooks.events import handle as handle_with
-from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS, failure_line, parse, wanted
+from turnback.hooks.events import run as run_with
+from turnback.hooks.relay import FILE_TOOLS, HANDLED_EVENTS, SHELL_TOOLS
 
 HARNESS = "claude-code"
 
@@ -202,24 +202,8 @@ def _respond(engine: Any, event: Event, caller: Caller, home: str) -> Output:
 
 
 def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Handle one Claude Code hook event in this process (``turnback --store DIR hook``; the plain command goes
-    through :mod:`turnback.hooks.relay`). Always exits 0: turnback's trouble never blocks the agent."""
-    from turnback.home import default_home
-
-    stdin = stdin or sys.stdin.buffer
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    try:
-        event, why = parse(stdin.read())
-        if event is None or not wanted(event):
-            stderr.write(why)
-            return 0
-        out, err = handle(event, Caller.this_process(), default_home())
-    except Exception as exc:  # never block the agent: a folder gone, stdin unreadable
-        out, err = "", failure_line(exc)
-    stdout.write(out)
-    stderr.write(err)
-    return 0
+    """Handle one Claude Code hook event in this process (``turnback --store DIR hook HARNESS``). Exits 0."""
+    return run_with(HARNESS, handle, stdin, stdout, stderr)
 
 
 __all__ = ["HARNESS", "Caller", "handle", "run"]

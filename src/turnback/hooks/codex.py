@@ -25,14 +25,14 @@ one warning line on stderr, the traceback in ``turnback.log``.
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from typing import IO, Any
 
 from turnback.catalog import Message
 from turnback.hooks.events import Caller, Event, Output, Recorder
 from turnback.hooks.events import handle as handle_with
-from turnback.hooks.relay import CODEX_EVENTS, CODEX_TOOLS, failure_line, parse, wanted
+from turnback.hooks.events import run as run_with
+from turnback.hooks.relay import CODEX_EVENTS, CODEX_TOOLS
 
 HARNESS = "codex"
 SHELL_TOOL, PATCH_TOOL = CODEX_TOOLS
@@ -179,23 +179,8 @@ def _respond(engine: Any, event: Event, caller: Caller, home: str) -> Output:
 
 
 def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
-    """Handle one Codex hook event in this process (``turnback --store DIR hook codex``). Always exits 0."""
-    from turnback.home import default_home
-
-    stdin = stdin or sys.stdin.buffer
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
-    try:
-        event, why = parse(stdin.read())
-        if event is None or not wanted(event, HARNESS):
-            stderr.write(why)
-            return 0
-        out, err = handle(event, Caller.this_process(), default_home())
-    except Exception as exc:  # never block the agent: a folder gone, stdin unreadable
-        out, err = "", failure_line(exc)
-    stdout.write(out)
-    stderr.write(err)
-    return 0
+    """Handle one Codex hook event in this process (``turnback --store DIR hook HARNESS``). Exits 0."""
+    return run_with(HARNESS, handle, stdin, stdout, stderr)
 
 
 assert tuple(_HANDLERS) == CODEX_EVENTS, "the relay filters events by CODEX_EVENTS"

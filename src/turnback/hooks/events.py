@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import IO, Any, NamedTuple
 
 from turnback.catalog import Message, language, say, word
 from turnback.hooks import commandstart
-from turnback.hooks.relay import failure_line
+from turnback.hooks.relay import failure_line, parse, wanted
 
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
 COMPACTION = Message("busy_compaction")
@@ -313,4 +314,32 @@ def _event_language(home: str) -> str:
         return "en"
 
 
-__all__ = ["Caller", "Recorder", "agent_pid", "handle"]
+def run(
+    harness: str,
+    handler: Callable[[Event, Caller, str], tuple[str, str]],
+    stdin: IO[bytes] | None = None,
+    stdout: IO[str] | None = None,
+    stderr: IO[str] | None = None,
+) -> int:
+    """Handle one hook event of *harness* in this process with its adapter's *handler* (``turnback --store
+    DIR hook HARNESS``; the plain command goes through :mod:`turnback.hooks.relay`). Always exits 0:
+    turnback's trouble never blocks the agent."""
+    from turnback.home import default_home
+
+    stdin = stdin or sys.stdin.buffer
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        event, why = parse(stdin.read())
+        if event is None or not wanted(event, harness):
+            stderr.write(why)
+            return 0
+        out, err = handler(event, Caller.this_process(), default_home())
+    except Exception as exc:  # never block the agent: a folder gone, stdin unreadable
+        out, err = "", failure_line(exc)
+    stdout.write(out)
+    stderr.write(err)
+    return 0
+
+
+__all__ = ["Caller", "Recorder", "agent_pid", "handle", "run"]

@@ -50,6 +50,17 @@ CODEX_EVENTS: dict[str, str | None] = {
 }
 # Codex cuts the timeout of these to 3 s (and says so at every start): written as it is used.
 CODEX_SHORT_TIMEOUT_S = {"Interrupt": 3, "SessionEnd": 3}
+GEMINI_MARK = "hook gemini"
+GEMINI_TOOLS_MATCHER = "write_file|replace|run_shell_command"
+GEMINI_EVENTS: dict[str, str | None] = {
+    "SessionStart": None,
+    "BeforeAgent": None,
+    "BeforeTool": GEMINI_TOOLS_MATCHER,
+    "AfterTool": GEMINI_TOOLS_MATCHER,
+    "AfterAgent": None,
+    "SessionEnd": None,
+}
+GEMINI_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts a hook's timeout in milliseconds
 
 
 def hook_command(mark: str = MARK) -> str:
@@ -72,6 +83,13 @@ def codex_hooks_path(*, project: str | None, user_home: str) -> str:
     if project is not None:
         return os.path.join(os.path.realpath(project), ".codex", "hooks.json")
     return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex"), "hooks.json")
+
+
+def gemini_settings_path(*, project: str | None, user_home: str) -> str:
+    """``DIR/.gemini/settings.json`` or ``~/.gemini/settings.json``."""
+    if project is not None:
+        return os.path.join(os.path.realpath(project), ".gemini", "settings.json")
+    return os.path.join(user_home, ".gemini", "settings.json")
 
 
 def installed(path: str, mark: str) -> bool:
@@ -139,6 +157,7 @@ def install(
     events: dict[str, str | None] = EVENTS,
     mark: str = MARK,
     timeouts: dict[str, int] | None = None,
+    default_timeout: int = HOOK_TIMEOUT_S,
 ) -> list[str]:
     """Merge turnback's hook entries (for *events*, their commands ending in *mark*) into the settings at
     *path*; the events it now handles."""
@@ -154,7 +173,7 @@ def install(
         groups = hooks.get(event, [])
         if not isinstance(groups, list):
             raise UsageError(Message("settings_event_not_list", path=path, event=event))
-        timeout = (timeouts or {}).get(event, HOOK_TIMEOUT_S)
+        timeout = (timeouts or {}).get(event, default_timeout)
         group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(mark), "timeout": timeout}]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
@@ -193,8 +212,11 @@ __all__ = [
     "CODEX_EVENTS",
     "CODEX_MARK",
     "EVENTS",
+    "GEMINI_EVENTS",
+    "GEMINI_MARK",
     "MARK",
     "codex_hooks_path",
+    "gemini_settings_path",
     "hook_command",
     "install",
     "installed",

@@ -79,6 +79,8 @@ CODEX_EVENTS = (
     "SessionEnd",
 )
 CODEX_TOOLS = ("Bash", "apply_patch")
+GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "SessionEnd")
+GEMINI_TOOLS = ("write_file", "replace", "run_shell_command")
 _PEERCRED = struct.Struct("3i")  # pid, uid, gid
 
 
@@ -121,6 +123,8 @@ def wanted(event: dict[str, Any], harness: str = "claude-code") -> bool:
     tool = str(event.get("tool_name") or "")
     if harness == "codex":
         return name in CODEX_EVENTS and not ("ToolUse" in name and tool not in CODEX_TOOLS)
+    if harness == "gemini":
+        return name in GEMINI_EVENTS and not (name.endswith("Tool") and tool not in GEMINI_TOOLS)
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
 
 
@@ -130,6 +134,10 @@ def _handler(harness: str) -> Callable[..., tuple[str, str]]:
         from turnback.hooks.codex import handle as codex_handle
 
         return codex_handle
+    if harness == "gemini":
+        from turnback.hooks.gemini import handle as gemini_handle
+
+        return gemini_handle
     from turnback.hooks.claude import handle
 
     return handle
@@ -243,7 +251,7 @@ def _start_relay(home: str) -> None:
 
 
 def hook_main(harness: str = "claude-code") -> int:
-    """``turnback hook claude-code|codex``: hand the event on stdin to the relay, or handle it here. Exits 0."""
+    """``turnback hook claude-code|codex|gemini``: hand the event on stdin to the relay, or handle it here. Exits 0."""
     try:
         return _hook(harness)
     except Exception as exc:  # never block the agent (the event's own trouble is handled and logged deeper)

@@ -1,6 +1,6 @@
-"""``turnback hook claude-code|codex``: handle one Claude Code or Codex CLI hook event (JSON on stdin).
+"""``turnback hook claude-code|codex|gemini``: handle one agent hook event (JSON on stdin).
 
-The agent runs this for the events ``turnback install claude-code|codex`` adds. It
+The agent runs this for the events ``turnback install claude-code|codex|gemini`` adds. It
 always exits 0: a problem of turnback's prints one warning line and never
 blocks the agent.
 """
@@ -20,7 +20,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("harness", choices=["claude-code", "codex"], help="which agent sent the event")
+    parser.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="which agent sent the event")
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
@@ -28,6 +28,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         from turnback.hooks.codex import run as handle_codex
 
         return handle_codex(ctx.stdin)
+    if args.harness == "gemini":
+        from turnback.hooks.gemini import run as handle_gemini
+
+        return handle_gemini(ctx.stdin)
     from turnback.hooks.claude import run as handle
 
     return handle(ctx.stdin)
