@@ -108,9 +108,10 @@ class _Hook:
         return None
 
     def close_unpaired(self) -> None:
-        """End the calls Codex never sends a PostToolUse for, now that the session has gone on: a failed
-        patch (it changed nothing; what its files hold is recorded, so a change made since is not its), and
-        a patch applied through the shell (scanned now: what it changed is the call's)."""
+        """End the calls Codex never sends a PostToolUse for, now that the session has gone on (Codex sends
+        its next event right after such a call): a failed patch (it wrote nothing; its files are recorded as
+        they are now, so its window closes), and a patch applied through the shell (scanned now: what it
+        changed is the call's)."""
         from turnback.errors import RefusedError
         from turnback.ops.busy import harness_command
 
