@@ -341,3 +341,41 @@ def claude(claude_binary: Path, home: Path, project: Path, api: FakeAPI, tmp_pat
     real = RealClaude(claude_binary, home, project, api, tmp_path)
     yield real
     real.close()
+
+
+# -- the real Codex CLI ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def codex_binary() -> Path:
+    from tests.realclients.codexcli import install_codex
+
+    return install_codex()
+
+
+@pytest.fixture
+def codex(codex_binary: Path, home: Path, project: Path, tmp_path: Path) -> Iterator[Any]:
+    from tests.realclients.codexcli import RealCodex
+    from tests.realclients.fakeresponses import FakeResponses
+
+    with FakeResponses() as responses:
+        yield RealCodex(codex_binary, home, project, responses, tmp_path)
+
+
+# -- the real Gemini CLI -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def gemini_binary() -> Path:
+    from tests.realclients.geminicli import install_gemini
+
+    return install_gemini()
+
+
+@pytest.fixture
+def gemini(gemini_binary: Path, home: Path, project: Path, tmp_path: Path) -> Iterator[Any]:
+    from tests.realclients.fakegemini import FakeGemini
+    from tests.realclients.geminicli import RealGemini
+
+    with FakeGemini() as api:
+        yield RealGemini(gemini_binary, home, project, api, tmp_path)

@@ -7,10 +7,10 @@ import sys
 
 
 def entry() -> int:
-    if sys.argv[1:3] == ["hook", "claude-code"]:
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] in (["claude-code"], ["codex"], ["gemini"]):
         from turnback.hooks.relay import hook_main
 
-        return hook_main()
+        return hook_main(sys.argv[2])
     from turnback.cli.main import main
 
     return main()

@@ -171,6 +171,11 @@ class Commands:
             if call.kind in ("command", "job") and call.status == "running" and call.pid is None
         ]
 
+    def unfinished_file_calls(self, session_id: SessionId) -> list[Call]:
+        """File calls a harness began (:meth:`Engine.begin_call`) in the running turn and never ended."""
+        turn = self._engine._sessions.running_turn(session_id)
+        return [call for call in self._store.calls_of_turn(turn.id) if call.kind == "tool" and call.status == "running"]
+
     def record_orphans(self, project: Project) -> None:
         """Record commands whose end turnback never recorded (it was killed): scan now against the snapshot
         taken before each ran, so their changes can still be undone."""

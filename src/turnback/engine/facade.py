@@ -146,6 +146,9 @@ class _CommandVerbs:
     def unfinished_commands(self, session_id: SessionId) -> list[Call]:
         return self._commands.unfinished_commands(session_id)
 
+    def unfinished_file_calls(self, session_id: SessionId) -> list[Call]:
+        return self._commands.unfinished_file_calls(session_id)
+
     def overlap_notes(self, call: Call) -> Callable[[Change], Message | None]:
         return self._commands.overlap_notes(call)
 

@@ -1,7 +1,10 @@
-"""Adding turnback's hook entries to a Claude Code settings.json, and taking exactly those away.
+"""Adding turnback's hook entries to a Claude Code settings.json or a Codex hooks.json, and taking exactly
+those away.
 
 Other settings, and other hooks, are left as they are. turnback's entries
-are the hook commands that end in ``turnback hook claude-code``.
+are the hook commands that end in ``turnback hook claude-code`` (or
+``hook codex``). Both files hold ``{"hooks": {EVENT: [{"matcher": ...,
+"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}``.
 """
 
 from __future__ import annotations
@@ -32,20 +35,70 @@ EVENTS: dict[str, str | None] = {
     "StopFailure": None,
     "SessionEnd": None,
 }
+CODEX_MARK = "hook codex"
+CODEX_TOOLS_MATCHER = "Bash|apply_patch"
+CODEX_EVENTS: dict[str, str | None] = {
+    "SessionStart": None,
+    "UserPromptSubmit": None,
+    "PreToolUse": CODEX_TOOLS_MATCHER,
+    "PostToolUse": CODEX_TOOLS_MATCHER,
+    "Interrupt": None,
+    "PreCompact": None,
+    "PostCompact": None,
+    "Stop": None,
+    "SessionEnd": None,
+}
+# Codex cuts the timeout of these to 3 s (and says so at every start): written as it is used.
+CODEX_SHORT_TIMEOUT_S = {"Interrupt": 3, "SessionEnd": 3}
+GEMINI_MARK = "hook gemini"
+GEMINI_TOOLS_MATCHER = "write_file|replace|run_shell_command"
+GEMINI_EVENTS: dict[str, str | None] = {
+    "SessionStart": None,
+    "BeforeAgent": None,
+    "BeforeTool": GEMINI_TOOLS_MATCHER,
+    "AfterTool": GEMINI_TOOLS_MATCHER,
+    "AfterAgent": None,
+    "SessionEnd": None,
+}
+GEMINI_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts a hook's timeout in milliseconds
 
 
-def hook_command() -> str:
-    """The command Claude Code runs: this Python running :mod:`turnback.hooks.launch` without ``site`` and
+def hook_command(mark: str = MARK) -> str:
+    """The command the agent runs: this Python running :mod:`turnback.hooks.launch` without ``site`` and
     isolated (``-S -I``: it starts in about half the time), both named by their full paths, so the hook works
-    whatever PATH Claude Code has."""
+    whatever PATH the agent has; *mark* (``hook claude-code``, ``hook codex``…) ends it."""
     launcher = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch.py")
-    return shlex.join([sys.executable, "-S", "-I", launcher, *MARK.split()])
+    return shlex.join([sys.executable, "-S", "-I", launcher, *mark.split()])
 
 
 def settings_path(*, project: str | None, user_home: str) -> str:
     if project is not None:
         return os.path.join(os.path.realpath(project), ".claude", "settings.json")
     return os.path.join(user_home, ".claude", "settings.json")
+
+
+def codex_hooks_path(*, project: str | None, user_home: str) -> str:
+    """``DIR/.codex/hooks.json`` or ``~/.codex/hooks.json`` (``CODEX_HOME`` moves the user's folder)."""
+    if project is not None:
+        return os.path.join(os.path.realpath(project), ".codex", "hooks.json")
+    return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex"), "hooks.json")
+
+
+def gemini_settings_path(*, project: str | None, user_home: str) -> str:
+    """``DIR/.gemini/settings.json`` or ``~/.gemini/settings.json``."""
+    if project is not None:
+        return os.path.join(os.path.realpath(project), ".gemini", "settings.json")
+    return os.path.join(user_home, ".gemini", "settings.json")
+
+
+def installed(path: str, mark: str) -> bool:
+    """Whether the file at *path* holds one of turnback's entries (a file unreadable as settings: no)."""
+    try:
+        hooks = _read(path).get("hooks")
+    except UsageError:
+        return False
+    groups = [group for event in (hooks.values() if isinstance(hooks, dict) else ()) for group in event or ()]
+    return any(_ours(hook, mark) for group in groups if isinstance(group, dict) for hook in group.get("hooks") or ())
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -80,26 +133,33 @@ def _write(path: str, data: dict[str, Any]) -> None:
         raise
 
 
-def _ours(hook: Any) -> bool:
-    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and hook["command"].endswith(MARK)
+def _ours(hook: Any, mark: str = MARK) -> bool:
+    return isinstance(hook, dict) and isinstance(hook.get("command"), str) and hook["command"].endswith(mark)
 
 
-def _without_ours(groups: list[Any]) -> list[Any]:
+def _without_ours(groups: list[Any], mark: str = MARK) -> list[Any]:
     kept = []
     for group in groups:
         if not isinstance(group, dict) or not isinstance(group.get("hooks"), list):
             kept.append(group)
             continue
-        hooks = [hook for hook in group["hooks"] if not _ours(hook)]
+        hooks = [hook for hook in group["hooks"] if not _ours(hook, mark)]
         if hooks:
             kept.append({**group, "hooks": hooks})
-        elif not any(_ours(hook) for hook in group["hooks"]):
+        elif not any(_ours(hook, mark) for hook in group["hooks"]):
             kept.append(group)
     return kept
 
 
-def install(path: str) -> list[str]:
-    """Merge turnback's hook entries into the settings at *path*; the events it now handles."""
+def install(
+    path: str,
+    events: dict[str, str | None] = EVENTS,
+    mark: str = MARK,
+    timeouts: dict[str, int] | None = None,
+    default_timeout: int = HOOK_TIMEOUT_S,
+) -> list[str]:
+    """Merge turnback's hook entries (for *events*, their commands ending in *mark*) into the settings at
+    *path*; the events it now handles."""
     data = _read(path)
     hooks = data.get("hooks")
     if hooks is None:
@@ -108,21 +168,22 @@ def install(path: str) -> list[str]:
         raise UsageError(Message("settings_hooks_not_object", path=path))
     # The timeout is written out, not left to Claude Code's default (which differs between its versions): the
     # hook's exchange with the relay is bounded under it.
-    command = {"type": "command", "command": hook_command(), "timeout": HOOK_TIMEOUT_S}
-    for event, matcher in EVENTS.items():
+    for event, matcher in events.items():
         groups = hooks.get(event, [])
         if not isinstance(groups, list):
             raise UsageError(Message("settings_event_not_list", path=path, event=event))
-        group: dict[str, Any] = {"hooks": [command]}
+        timeout = (timeouts or {}).get(event, default_timeout)
+        group: dict[str, Any] = {"hooks": [{"type": "command", "command": hook_command(mark), "timeout": timeout}]}
         if matcher is not None:
             group = {"matcher": matcher, **group}
-        hooks[event] = [*_without_ours(groups), group]
+        hooks[event] = [*_without_ours(groups, mark), group]
     _write(path, data)
-    return list(EVENTS)
+    return list(events)
 
 
-def uninstall(path: str) -> int:
-    """Remove exactly turnback's entries from the settings at *path*; how many events had them."""
+def uninstall(path: str, mark: str = MARK) -> int:
+    """Remove exactly turnback's entries (commands ending in *mark*) from the settings at *path*; how many
+    events had them."""
     data = _read(path)
     hooks = data.get("hooks")
     if not isinstance(hooks, dict):
@@ -132,7 +193,7 @@ def uninstall(path: str) -> int:
         groups = hooks[event]
         if not isinstance(groups, list):
             continue
-        kept = _without_ours(groups)
+        kept = _without_ours(groups, mark)
         if len(kept) != len(groups) or kept != groups:
             removed += 1
         if kept:
@@ -146,4 +207,18 @@ def uninstall(path: str) -> int:
     return removed
 
 
-__all__ = ["EVENTS", "MARK", "hook_command", "install", "settings_path", "uninstall"]
+__all__ = [
+    "CODEX_EVENTS",
+    "CODEX_MARK",
+    "EVENTS",
+    "GEMINI_EVENTS",
+    "GEMINI_MARK",
+    "MARK",
+    "codex_hooks_path",
+    "gemini_settings_path",
+    "hook_command",
+    "install",
+    "installed",
+    "settings_path",
+    "uninstall",
+]

@@ -59,8 +59,8 @@ LOCK_NAME = "hook-relay.lock"
 SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING")  # what else decides how the store opens
 # A hook's request: this tag, the caller's fields and the environment's (see _request), each ended by a NUL,
 # then the event as it came. A request without it is an older hook's JSON, which the relay does not take.
-REQUEST_TAG = b"turnback-hook-request 2"
-CALLER_FIELDS = 5  # parent pid, cwd, CLAUDE_PROJECT_DIR, the hook's start, CLAUDE_ENV_FILE
+REQUEST_TAG = b"turnback-hook-request 3"
+CALLER_FIELDS = 6  # the harness, parent pid, cwd, CLAUDE_PROJECT_DIR, the hook's start, CLAUDE_ENV_FILE
 # The relay's reply: TAKEN once it has read the request and will handle the event, then the length of what
 # goes to stdout, a newline, stdout's and stderr's text (UTF-8); or NOT_TAKEN. An older relay sends nothing.
 TAKEN = b"T"
@@ -81,6 +81,20 @@ HANDLED_EVENTS = (
 )
 FILE_TOOLS = {"Write": "file_path", "Edit": "file_path", "MultiEdit": "file_path", "NotebookEdit": "notebook_path"}
 SHELL_TOOLS = ("Bash", "PowerShell")
+CODEX_EVENTS = (
+    "SessionStart",
+    "UserPromptSubmit",
+    "PreToolUse",
+    "PostToolUse",
+    "Interrupt",
+    "PreCompact",
+    "PostCompact",
+    "Stop",
+    "SessionEnd",
+)
+CODEX_TOOLS = ("Bash", "apply_patch")
+GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "SessionEnd")
+GEMINI_TOOLS = ("write_file", "replace", "run_shell_command")
 PEERCRED_SIZE = 12  # struct ucred: pid, uid, gid, each 4 bytes
 
 
@@ -109,11 +123,30 @@ def parse(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     return event, ""
 
 
-def wanted(event: dict[str, Any]) -> bool:
+def wanted(event: dict[str, Any], harness: str = "claude-code") -> bool:
     """Whether an event needs the store at all (a Read or a Grep costs the agent no more than Python's start)."""
     name = str(event.get("hook_event_name") or "")
     tool = str(event.get("tool_name") or "")
+    if harness == "codex":
+        return name in CODEX_EVENTS and not ("ToolUse" in name and tool not in CODEX_TOOLS)
+    if harness == "gemini":
+        return name in GEMINI_EVENTS and not (name.endswith("Tool") and tool not in GEMINI_TOOLS)
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
+
+
+def _handler(harness: str) -> Callable[..., tuple[str, str]]:
+    """The adapter's ``handle(event, caller, home)`` for *harness*."""
+    if harness == "codex":
+        from turnback.hooks.codex import handle as codex_handle
+
+        return codex_handle
+    if harness == "gemini":
+        from turnback.hooks.gemini import handle as gemini_handle
+
+        return gemini_handle
+    from turnback.hooks.claude import handle
+
+    return handle
 
 
 def failure_line(exc: BaseException) -> str:
@@ -185,10 +218,12 @@ def _read_all(sock: _socket.socket) -> bytes:
 # -- the hook's side ---------------------------------------------------------------------------
 
 
-def _request(raw: bytes) -> bytes:
-    """What a hook sends the relay: REQUEST_TAG, the caller's fields and :func:`_store_env`, then *raw*."""
+def _request(raw: bytes, harness: str) -> bytes:
+    """What a hook sends the relay: REQUEST_TAG, the harness, the caller's fields and :func:`_store_env`, then
+    *raw*."""
     started = process_started_at()
     caller = [
+        harness.encode(),
         b"%d" % os.getppid(),
         os.getcwdb(),
         os.environb.get(b"CLAUDE_PROJECT_DIR", b""),
@@ -243,23 +278,24 @@ def _start_relay(home: str) -> None:
         pass  # no relay: every hook handles its own event, as without one
 
 
-def hook_main() -> int:
-    """``turnback hook claude-code``: hand the event on stdin to the relay, or handle it here. Exits 0."""
+def hook_main(harness: str = "claude-code") -> int:
+    """``turnback hook claude-code|codex|gemini``: hand the event on stdin to the relay, or handle it here.
+    Exits 0."""
     try:
-        return _hook()
+        return _hook(harness)
     except Exception as exc:  # never block the agent (the event's own trouble is handled and logged deeper)
         sys.stderr.write(failure_line(exc))
         return 0
 
 
-def _hook() -> int:
+def _hook(harness: str) -> int:
     from turnback.home import default_home
 
     raw = sys.stdin.buffer.read()
     home = default_home()
     relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     sock = connect(home) if relayed else None
-    reply = _ask(sock, _request(raw)) if sock is not None else b""
+    reply = _ask(sock, _request(raw, harness)) if sock is not None else b""
     if isinstance(reply, tuple):
         sys.stdout.write(reply[0])
         sys.stderr.write(reply[1])
@@ -269,12 +305,12 @@ def _hook() -> int:
 
         site.main()
     event, why = parse(raw)
-    if event is None or not wanted(event):
+    if event is None or not wanted(event, harness):
         sys.stderr.write(why)
         return 0
-    from turnback.hooks.claude import Caller, handle
+    from turnback.hooks.events import Caller
 
-    out, err = handle(event, Caller.this_process(), home)
+    out, err = _handler(harness)(event, Caller.this_process(), home)
     if relayed and reply != NOT_TAKEN and os.path.isdir(home):
         _start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
@@ -421,7 +457,7 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
 def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -> None:
     """Read one hook's request (:func:`_request`) and handle its event, or tell it to (NOT_TAKEN): when this
     relay is *stale* or the hook's environment is not *mine*."""
-    from turnback.hooks.claude import Caller, handle
+    from turnback.hooks.events import Caller
 
     request = _read_all(conn)
     if not request.startswith(REQUEST_TAG + b"\0"):
@@ -431,7 +467,7 @@ def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -
     if stale or fields[CALLER_FIELDS:] != mine:
         conn.sendall(NOT_TAKEN)
         return
-    parent, cwd, project_dir, started, env_file = fields[:CALLER_FIELDS]
+    harness, parent, cwd, project_dir, started, env_file = fields[:CALLER_FIELDS]
     caller = Caller(
         int(parent),
         os.fsdecode(cwd),
@@ -441,7 +477,8 @@ def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -
     )
     conn.sendall(TAKEN)  # from here on the hook counts the event as handed over, whatever happens
     event, why = parse(raw)
-    out, err = handle(event, caller, home) if event is not None and wanted(event) else ("", why)
+    name = os.fsdecode(harness)
+    out, err = _handler(name)(event, caller, home) if event is not None and wanted(event, name) else ("", why)
     stdout = out.encode("utf-8", "surrogatepass")
     conn.sendall(b"%d\n" % len(stdout) + stdout + err.encode("utf-8", "surrogatepass"))
 

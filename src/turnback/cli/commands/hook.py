@@ -1,6 +1,6 @@
-"""``turnback hook claude-code``: handle one Claude Code hook event (JSON on stdin).
+"""``turnback hook claude-code|codex|gemini``: handle one agent hook event (JSON on stdin).
 
-Claude Code runs this for the events ``turnback install claude-code`` adds. It
+The agent runs this for the events ``turnback install claude-code|codex|gemini`` adds. It
 always exits 0: a problem of turnback's prints one warning line and never
 blocks the agent.
 """
@@ -20,10 +20,18 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("harness", choices=["claude-code"], help="which agent sent the event")
+    parser.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="which agent sent the event")
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    if args.harness == "codex":
+        from turnback.hooks.codex import run as handle_codex
+
+        return handle_codex(ctx.stdin)
+    if args.harness == "gemini":
+        from turnback.hooks.gemini import run as handle_gemini
+
+        return handle_gemini(ctx.stdin)
     from turnback.hooks.claude import run as handle
 
     return handle(ctx.stdin)

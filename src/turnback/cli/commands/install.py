@@ -1,10 +1,13 @@
-"""``turnback install|uninstall claude-code [--project DIR | --user]``: add or remove turnback's hooks.
+"""``turnback install|uninstall claude-code|codex [--project DIR | --user]``: add or remove turnback's hooks.
 
 ``install`` merges turnback's hook entries into ``DIR/.claude/settings.json``
 (``--project``, default: this folder) or ``~/.claude/settings.json``
-(``--user``), leaving every other setting and hook as it is. ``uninstall``
-removes exactly those entries. Then use Claude Code as usual, and
-``turnback log``, ``turnback undo`` and the rest in a terminal.
+(``--user``); for Codex, ``DIR/.codex/hooks.json`` or ``~/.codex/hooks.json``;
+for Gemini CLI, ``DIR/.gemini/settings.json`` or ``~/.gemini/settings.json``;
+leaving every other setting and hook as it is. ``uninstall`` removes exactly
+those entries. Codex runs hooks only once you trust them in Codex (``/hooks``):
+install says how, and never trusts them for you. Then use the agent as usual,
+and ``turnback log``, ``turnback undo`` and the rest in a terminal.
 """
 
 from __future__ import annotations
@@ -26,14 +29,20 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
             description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.add_argument("harness", choices=["claude-code"], help="the agent")
+        parser.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="the agent")
         where = parser.add_mutually_exclusive_group()
-        where.add_argument("--project", metavar="DIR", help="the project's .claude/settings.json (default: here)")
-        where.add_argument("--user", action="store_true", help="your ~/.claude/settings.json")
+        where.add_argument(
+            "--project", metavar="DIR", help="the project's agent settings (.claude/, .codex/, .gemini/; default: here)"
+        )
+        where.add_argument("--user", action="store_true", help="your own settings (~/.claude/, ~/.codex/, ~/.gemini/)")
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     project = None if args.user else (args.project or ctx.cwd)
+    if args.harness == "codex":
+        return _codex(ctx, args, project)
+    if args.harness == "gemini":
+        return _gemini(ctx, args, project)
     path = claude_settings.settings_path(project=project, user_home=os.path.expanduser("~"))
     if args.verb == "install":
         events = claude_settings.install(path)
@@ -42,6 +51,43 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         ctx.out.json({"settings": path, "events": events})
         return 0
     removed = claude_settings.uninstall(path)
+    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
+    ctx.out.json({"settings": path, "removed": removed})
+    return 0 if removed else 1
+
+
+def _codex(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
+    path = claude_settings.codex_hooks_path(project=project, user_home=os.path.expanduser("~"))
+    if args.verb == "install":
+        events = claude_settings.install(
+            path, claude_settings.CODEX_EVENTS, claude_settings.CODEX_MARK, claude_settings.CODEX_SHORT_TIMEOUT_S
+        )
+        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
+        folder = os.path.realpath(project) if project is not None else "~"
+        ctx.out.line(say("codex_hooks_trust", folder=folder))
+        ctx.out.json({"settings": path, "events": events})
+        return 0
+    removed = claude_settings.uninstall(path, claude_settings.CODEX_MARK)
+    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
+    ctx.out.json({"settings": path, "removed": removed})
+    return 0 if removed else 1
+
+
+def _gemini(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
+    path = claude_settings.gemini_settings_path(project=project, user_home=os.path.expanduser("~"))
+    if args.verb == "install":
+        events = claude_settings.install(
+            path,
+            claude_settings.GEMINI_EVENTS,
+            claude_settings.GEMINI_MARK,
+            default_timeout=claude_settings.GEMINI_TIMEOUT_MS,
+        )
+        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
+        if project is not None:
+            ctx.out.line(say("gemini_hooks_trust", folder=os.path.realpath(project)))
+        ctx.out.json({"settings": path, "events": events})
+        return 0
+    removed = claude_settings.uninstall(path, claude_settings.GEMINI_MARK)
     ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
     ctx.out.json({"settings": path, "removed": removed})
     return 0 if removed else 1
