@@ -33,13 +33,20 @@ def live_running_turns(store: Store, session_id: SessionId) -> list[Turn]:
     return [turn for turn, holder_start in store.running_turns(session_id) if not _holder_ended(turn, holder_start)]
 
 
-def mark_interrupted_turns(store: Store, session_id: SessionId) -> list[Turn]:
-    """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
-    ended = [turn for turn, holder_start in store.running_turns(session_id) if _holder_ended(turn, holder_start)]
+def settle_running_turns(store: Store, session_id: SessionId) -> tuple[list[Turn], list[Turn]]:
+    """Mark the session's running turns whose holder has ended as interrupted; the turns marked, and the
+    running turns whose holder lives (one look at the turns for both)."""
+    running = [(turn, _holder_ended(turn, holder_start)) for turn, holder_start in store.running_turns(session_id)]
+    ended = [turn for turn, gone in running if gone]
     for turn in ended:
         with store.transaction():
             store.end_turn(turn.id, "interrupted")
-    return ended
+    return ended, [turn for turn, gone in running if not gone]
+
+
+def mark_interrupted_turns(store: Store, session_id: SessionId) -> list[Turn]:
+    """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
+    return settle_running_turns(store, session_id)[0]
 
 
 HARNESS_GRACE_S = 1.0  # a command that just ended: its harness's Post event is on its way
@@ -217,4 +224,5 @@ __all__ = [
     "refuse_if_busy",
     "remove_dead_busy_marks",
     "session_apply_lock",
+    "settle_running_turns",
 ]
