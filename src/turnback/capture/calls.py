@@ -153,52 +153,56 @@ class _RecordNotCommitted(Exception):
     """The call's record was not committed: a staged action stops before its first visible step."""
 
 
-class _StagedThread:
-    """The thread that runs staged actions, kept for ``IDLE_S`` after its last one.
+class _StagedThreads:
+    """The threads that run staged actions, each kept for ``IDLE_S`` after its last one.
 
     A thread started for each write cost 0.2-4 ms of the call on this busy 2-core machine (``Thread.start``
     waits until the new thread runs, and a new thread queues behind every other), where a waiting thread
-    is woken at once. A second action while one runs gets a thread of its own (an action waits for its
-    call's commit, so it never queues behind another's). Idle, the thread ends, so a process that wrote a
-    while ago has one thread again (a large scan forks only then: ``capture/scan/split.py``).
+    is woken at once. An action goes to a waiting thread, else to a new one, so none queues behind
+    another (each waits for its own call's commit; an action still closing the file it replaced, after its
+    call returned, keeps its thread a moment). Idle, a thread ends, so a process that wrote a while ago
+    has one thread again (a large scan forks only then: ``capture/scan/split.py``).
     """
 
     IDLE_S = 5.0
 
+    class _Waiting:
+        def __init__(self, wake: threading.Condition):
+            self.wake = wake
+            self.job: Callable[[], None] | None = None
+
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._waiting = False
-        self._handed: Callable[[], None] | None = None
+        self._forget()
         os.register_at_fork(after_in_child=self._forget)
 
     def _forget(self) -> None:
-        """A forked child has none of its parent's threads."""
+        """No thread waits (a forked child has none of its parent's threads)."""
         self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
-        self._waiting, self._handed = False, None
+        self._waiting: list[_StagedThreads._Waiting] = []
 
     def run(self, job: Callable[[], None]) -> None:
         with self._lock:
-            if self._waiting and self._handed is None:
-                self._handed = job
-                self._wake.notify()
+            if self._waiting:
+                waiting = self._waiting.pop()
+                waiting.job = job
+                waiting.wake.notify()
                 return
         threading.Thread(target=self._serve, args=(job,), name="turnback-staged-write", daemon=True).start()
 
     def _serve(self, job: Callable[[], None] | None) -> None:
+        me = self._Waiting(threading.Condition(self._lock))
         while job is not None:
             job()
             with self._lock:
-                if self._waiting:  # another thread waits already: this one ends
-                    return
-                self._waiting = True
-                self._wake.wait_for(lambda: self._handed is not None, timeout=self.IDLE_S)
-                job, self._handed = self._handed, None
-                self._waiting = False
+                me.job = None
+                self._waiting.append(me)
+                me.wake.wait_for(lambda: me.job is not None, timeout=self.IDLE_S)
+                if me.job is None:  # no action came: end (run() took it off the list if one did)
+                    self._waiting.remove(me)
+                job = me.job
 
 
-_STAGED = _StagedThread()
+_STAGED = _StagedThreads()
 
 
 class _Overlap:
