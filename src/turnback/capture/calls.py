@@ -181,22 +181,13 @@ class _StagedThreads:
         self._waiting: list[_StagedThreads._Waiting] = []
 
     def run(self, job: Callable[[], None]) -> None:
-        """Run *job* in a thread; return once it has begun. Waiting lets the thread take the GIL at once, as
-        ``Thread.start`` did: otherwise it waits up to the switch interval (5 ms) while this thread runs on."""
-        begun = threading.Event()
-
-        def begin() -> None:
-            begun.set()
-            job()
-
         with self._lock:
-            waiting = self._waiting.pop() if self._waiting else None
-            if waiting is not None:
-                waiting.job = begin
+            if self._waiting:
+                waiting = self._waiting.pop()
+                waiting.job = job
                 waiting.wake.notify()
-        if waiting is None:
-            threading.Thread(target=self._serve, args=(begin,), name="turnback-staged-write", daemon=True).start()
-        begun.wait()
+                return
+        threading.Thread(target=self._serve, args=(job,), name="turnback-staged-write", daemon=True).start()
 
     def _serve(self, job: Callable[[], None] | None) -> None:
         me = self._Waiting(threading.Condition(self._lock))
