@@ -34,8 +34,19 @@ def parent_and_name(pid: int) -> tuple[int, str] | None:
         return None
 
 
+_own_start: dict[int, int | None] = {}  # this process's start time, by pid (a forked child has its own)
+
+
 def process_start(pid: int) -> int | None:
     """The start time of process *pid* in clock ticks since boot, where the OS tells it."""
+    if pid == os.getpid():  # asked at every tool call of an MCP server: read it once
+        if pid not in _own_start:
+            _own_start[pid] = _read_start(pid)
+        return _own_start[pid]
+    return _read_start(pid)
+
+
+def _read_start(pid: int) -> int | None:
     fields = _stat_fields(pid)
     try:
         return int(fields[19]) if fields else None
@@ -47,6 +58,8 @@ def process_alive(pid: int, start: int | None) -> bool:
     """Whether *pid* runs and, when *start* is known, is the same process that was recorded."""
     if pid <= 0:
         return False
+    if pid == os.getpid():  # this process, unless the start recorded is another's that had its pid
+        return start is None or start == process_start(pid)
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

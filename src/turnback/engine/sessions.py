@@ -18,6 +18,7 @@ from turnback.ops.busy import (
     mark_interrupted_turns,
     remove_dead_busy_marks,
     session_apply_lock,
+    settle_running_turns,
 )
 from turnback.procs import process_alive, process_start
 
@@ -35,6 +36,7 @@ class Sessions:
     def __init__(self, engine: Engine):
         self._engine = engine
         self._store = engine.store
+        self._held: dict[SessionId, Turn] = {}  # the turn each tool_turn of this engine holds while its call runs
 
     # -- projects and sessions -------------------------------------------------------------
 
@@ -131,8 +133,7 @@ class Sessions:
         pid = holder_pid if holder_pid is not None else os.getpid()
         refs = git.read_refs(self.project_of_session(session_id).root)
         with self._store.transaction():  # the check and the new turn in one write: two begins cannot both pass
-            mark_interrupted_turns(self._store, session_id)
-            running = live_running_turns(self._store, session_id)
+            _, running = settle_running_turns(self._store, session_id)
             if running:
                 raise BusyError(Message("turn_still_running", number=running[-1].number))
             return self._store.create_turn(
@@ -159,7 +160,11 @@ class Sessions:
         return mark_interrupted_turns(self._store, session_id)
 
     def current_turn(self, session_id: SessionId) -> Turn:
-        """The turn a call of the session joins: the running one, once those whose holder ended are marked."""
+        """The turn a call of the session joins: the running one, once those whose holder ended are marked
+        (inside :meth:`tool_turn`, the turn it holds: this process runs it, and no other turn can begin)."""
+        held = self._held.get(session_id)
+        if held is not None:
+            return held
         self.mark_interrupted(session_id)
         return self.running_turn(session_id)
 
@@ -239,8 +244,7 @@ class Sessions:
         someone began one, else the last one again if it ended less than *gap_s* ago and is not undone, else
         a new one. It is ended when the call returns, so an idle server never blocks an undo."""
         pid = holder_pid if holder_pid is not None else os.getpid()
-        self.mark_interrupted(session_id)
-        running = live_running_turns(self._store, session_id)
+        _, running = settle_running_turns(self._store, session_id)
         if running:
             turn = running[-1]
         else:
@@ -254,12 +258,18 @@ class Sessions:
                 and (self._store.now() - last.ended_at) / 1e9 < gap_s
             )
             if last is not None and fresh and self._reopen_tool_turn(last.id, pid):
-                turn = self._store.turn(last.id)
+                turn = last._replace(status="running", ended_at=None, holder_pid=pid)
             else:
                 turn = self.begin_turn(session_id, None, holder_pid=pid)
+        outer = self._held.get(session_id)
+        self._held[session_id] = turn
         try:
             yield turn
         finally:
+            if outer is None:
+                del self._held[session_id]
+            else:
+                self._held[session_id] = outer
             # Not synced on its own (each sync costs a write call milliseconds): losing this mark to a power
             # cut leaves the turn "running" for a holder that is gone, which counts as not running.
             with self._store.transaction(durable=False):

@@ -19,7 +19,10 @@ store, are refused.
 from __future__ import annotations
 
 import base64
+import collections
+import contextlib
 import datetime
+import fcntl
 import json
 import os
 import signal
@@ -27,7 +30,8 @@ import stat
 import subprocess
 import tempfile
 import threading
-from typing import Annotated, Any, Literal
+from collections.abc import Iterator
+from typing import Annotated, Any, Literal, cast
 
 import anyio
 import anyio.to_thread
@@ -674,12 +678,106 @@ class _AnsweringReader:
         await self.aclose()
 
 
+class _PipeLines:
+    """The client's pipe to the server, read by the event loop itself: what the SDK's stdio transport reads
+    through ``anyio.wrap_file`` (a worker thread for every line), without the thread.
+
+    Lines come as that transport's text file gives them: UTF-8 with bad bytes replaced, a ``\r\n`` or a
+    ``\r`` ending a line as ``\n`` does, and what follows the last line end at the end of input.
+    """
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._pending = bytearray()
+        self._lines: collections.deque[str] = collections.deque()
+        self._ended = False
+
+    def __aiter__(self) -> _PipeLines:
+        return self
+
+    async def __anext__(self) -> str:
+        while not self._lines:
+            if self._ended:
+                raise StopAsyncIteration
+            await self._read()
+        return self._lines.popleft()
+
+    async def _read(self) -> None:
+        await anyio.wait_readable(self._fd)
+        try:
+            chunk = os.read(self._fd, 1 << 16)
+        except BlockingIOError:
+            return
+        searched = len(self._pending)
+        self._pending += chunk
+        end = self._pending.rfind(b"\n", searched) + 1 if chunk else len(self._pending)
+        self._ended = not chunk
+        if not end:
+            return
+        text = self._pending[:end].decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        del self._pending[:end]
+        lines = text.split("\n")
+        self._lines.extend(line + "\n" for line in lines[:-1])
+        if lines[-1]:
+            self._lines.append(lines[-1])
+
+
+class _PipeWriter:
+    """The server's pipe to the client, written by the event loop itself (the SDK's transport writes and
+    flushes each message in a worker thread): a write waits only while the client has not read the pipe."""
+
+    def __init__(self, fd: int):
+        self._fd = fd
+
+    async def write(self, text: str) -> None:
+        data = memoryview(text.encode("utf-8"))
+        while data:
+            try:
+                data = data[os.write(self._fd, data) :]
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+
+    async def flush(self) -> None:
+        """Nothing is buffered."""
+
+
+@contextlib.contextmanager
+def _pipe_wire() -> Iterator[tuple[_PipeLines, _PipeWriter] | None]:
+    """The client's pipes, read and written without worker threads; ``None`` unless both ends are pipes or
+    sockets (a terminal or a file is served by the SDK's transport: its flags are shared with others).
+
+    As the SDK's transport does, the wire moves to private descriptors, and fd 0 reads the null device and
+    fd 1 writes to stderr meanwhile, so nothing the server or a child process prints reaches the wire.
+    """
+    if not all(stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) for mode in (os.fstat(0).st_mode, os.fstat(1).st_mode)):
+        yield None
+        return
+    wire = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3) for fd in (0, 1)]
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+        os.dup2(2, 1)
+        for fd in wire:
+            os.set_blocking(fd, False)
+        yield _PipeLines(wire[0]), _PipeWriter(wire[1])
+    finally:
+        for std, fd in zip((0, 1), wire, strict=True):
+            os.set_blocking(fd, True)  # the client may hand its pipe to another reader after this server
+            os.dup2(fd, std)
+            os.close(fd)
+        os.close(null)
+
+
 async def _run_stdio(server: MCPServer) -> None:
-    """``server.run("stdio")``, with every message answered (see :class:`_AnsweringReader`)."""
+    """``server.run("stdio")``, with every message answered (see :class:`_AnsweringReader`), over the
+    SDK's transport fed by :func:`_pipe_wire`'s pipes where it can (each call then costs no thread hops)."""
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does the same; no public handle exists
-    async with stdio_server() as (read_stream, write_stream):
-        reader = _AnsweringReader(read_stream, write_stream)
-        await lowlevel.run(reader, write_stream, lowlevel.create_initialization_options())
+    with _pipe_wire() as wire:
+        # The SDK types its explicit streams as anyio files; it only iterates the one and writes and flushes the other.
+        streams = stdio_server() if wire is None else stdio_server(*cast("tuple[Any, Any]", wire))
+        async with streams as (read_stream, write_stream):
+            reader = _AnsweringReader(read_stream, write_stream)
+            await lowlevel.run(reader, write_stream, lowlevel.create_initialization_options())
 
 
 async def run_command_served(tools: Tools, command: str, timeout: float | None, cwd: str | None) -> str:

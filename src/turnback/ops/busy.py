@@ -48,15 +48,24 @@ def live_running_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]
     ]
 
 
-def mark_interrupted_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]:
-    """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
-    if not _session_pids_here(store, session_id):
-        return []
-    ended = [turn for turn, holder_start in store.running_turns(session_id) if _holder_ended(turn, holder_start)]
+def settle_running_turns(store: StoreBackend, session_id: SessionId) -> tuple[list[Turn], list[Turn]]:
+    """Mark the session's running turns whose holder has ended as interrupted; the turns marked, and the
+    running turns whose holder lives (one look at the turns for both). In a store shared by hosts, the turns of
+    a project on another host are held by processes there: taken to run, never ended from here."""
+    here = _session_pids_here(store, session_id)
+    running = [
+        (turn, here and _holder_ended(turn, holder_start)) for turn, holder_start in store.running_turns(session_id)
+    ]
+    ended = [turn for turn, gone in running if gone]
     for turn in ended:
         with store.transaction():
             store.end_turn(turn.id, "interrupted")
-    return ended
+    return ended, [turn for turn, gone in running if not gone]
+
+
+def mark_interrupted_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]:
+    """Mark the session's running turns whose holder has ended as interrupted; the turns marked."""
+    return settle_running_turns(store, session_id)[0]
 
 
 HARNESS_GRACE_S = 1.0  # a command that just ended: its harness's Post event is on its way
@@ -240,4 +249,5 @@ __all__ = [
     "refuse_if_busy",
     "remove_dead_busy_marks",
     "session_apply_lock",
+    "settle_running_turns",
 ]
