@@ -456,7 +456,7 @@ def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itse
     if hook_version == "older":
         request, answer = b'{"event": {}, "caller": [1, "/", null], "env": {}}', b'{"taken": false}'
     else:
-        request, answer = relay._request(b"{}"), b"F"
+        request, answer = relay._request(b"{}", "claude-code"), b"F"
     monkeypatch.setenv(relay.ENV_IDLE, "0")
     path = tmp_path / "r.sock"
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)

@@ -39,6 +39,9 @@ class Events:
         self.listeners: set[asyncio.Queue[dict[str, Any]]] = set()
         self.closing = asyncio.Event()
         self._poller: asyncio.Task[None] | None = None
+        # Set once the poller has read what every session holds: a stream says "connected" only then, so a
+        # change made right after a client connects is an event, not part of what the poller started from.
+        self._started_from = asyncio.Event()
 
     def close(self) -> None:
         """End every stream (the server is stopping): a browser's EventSource would hold it open for good."""
@@ -67,6 +70,7 @@ class Events:
                                 }
                             )
                     markers, first = {item.session_id: item.marker for item in seen}, False
+                    self._started_from.set()
             except TurnbackError:
                 pass  # the store cannot be read just now (locked, being repaired): the next poll tries again
             except Exception:
@@ -82,10 +86,14 @@ class Events:
         queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.listeners.add(queue)
         if self._poller is None or self._poller.done():
+            self._started_from = asyncio.Event()
             self._poller = asyncio.create_task(self._poll())
+        started_from = self._started_from
 
         async def lines() -> AsyncIterator[str]:
             try:
+                with contextlib.suppress(TimeoutError):  # a store that cannot be read now: connected all the same
+                    await asyncio.wait_for(started_from.wait(), PING_S)
                 yield f"retry: {RETRY_MS}\n: connected\n\n"
                 while not self.closing.is_set():
                     closing = asyncio.ensure_future(self.closing.wait())
