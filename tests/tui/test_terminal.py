@@ -53,7 +53,9 @@ class Terminal:
         self.tmux("send-keys", "-t", "tb", "Enter")
 
     def dead_status(self) -> str:
-        return self.tmux("display-message", "-p", "-t", "tb", "#{pane_dead}:#{pane_dead_status}").strip()
+        # dead:its exit status, or the signal that ended it (tmux gives no status then)
+        shown = "#{pane_dead}:#{pane_dead_status}#{?pane_dead_signal, signal #{pane_dead_signal},}"
+        return self.tmux("display-message", "-p", "-t", "tb", shown).strip()
 
     def kill(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
