@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,10 @@ from tests.history.helpers import cli_turn, log_json, new_session, short_id
 TMUX = shutil.which("tmux")
 
 
+def _no_signal_blocked() -> None:
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 class Terminal:
     """A tmux server of its own (its socket in the test's folder) running one window of 100×30."""
 
@@ -26,7 +31,12 @@ class Terminal:
         self.base = [TMUX, "-S", str(socket)]
 
     def tmux(self, *args: str) -> str:
-        done = subprocess.run([*self.base, *args], capture_output=True, text=True, timeout=30)
+        # The tmux server is started by the first of these: with no signal blocked, whatever this test process
+        # blocks, or tmux never hears that the TUI ended (seen after the browser tests ran in the same worker:
+        # the TUI a zombie, its pane dead with no exit status).
+        done = subprocess.run(
+            [*self.base, *args], capture_output=True, text=True, timeout=30, preexec_fn=_no_signal_blocked
+        )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
