@@ -14,8 +14,10 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.realclients.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,7 @@ class Request:
 
 
 @dataclass
-class FakeAPI:
+class FakeAPI(LoopbackServer):
     """Start with :meth:`start`; ``url`` is what ANTHROPIC_BASE_URL gets. ``script`` is consumed in order."""
 
     script: list[Reply] = field(default_factory=list)
@@ -87,7 +89,6 @@ class FakeAPI:
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
         self.served = threading.Condition(self._lock)
         self.main_served = 0
         self.main_arrived = 0
@@ -131,28 +132,12 @@ class FakeAPI:
                     api._log(self, body)
                     api._not_found(self)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fakeapi", daemon=True).start()
+        self._serve(Handler, "fakeapi")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeAPI:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     def paths(self) -> list[str]:
         with self._lock:

@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.realclients.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -35,13 +37,12 @@ Reply = Text | Call
 
 
 @dataclass
-class FakeGemini:
+class FakeGemini(LoopbackServer):
     script: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
-        self._server: ThreadingHTTPServer | None = None
 
     def start(self) -> FakeGemini:
         api = self
@@ -70,28 +71,12 @@ class FakeGemini:
                     reply = api.script.pop(0) if api.script else Text("(the script has no more replies)")
                 api._stream(self, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fakegemini", daemon=True).start()
+        self._serve(Handler, "fakegemini")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeGemini:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     @staticmethod
     def _candidate(parts: list[dict[str, Any]]) -> dict[str, Any]:

@@ -14,8 +14,10 @@ import itertools
 import json
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from tests.realclients.loopback import LoopbackServer
 
 
 @dataclass(frozen=True)
@@ -48,14 +50,13 @@ Reply = Say | Shell | Patch | Hang
 
 
 @dataclass
-class FakeResponses:
+class FakeResponses(LoopbackServer):
     script: list[Reply] = field(default_factory=list)
     requests: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: ThreadingHTTPServer | None = None
         self.hanging = threading.Event()
 
     def start(self) -> FakeResponses:
@@ -85,28 +86,12 @@ class FakeResponses:
                     reply = api.script.pop(0) if api.script else Say("(the script has no more replies)")
                 api._stream(self, reply)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        threading.Thread(target=self._server.serve_forever, name="fakeresponses", daemon=True).start()
+        self._serve(Handler, "fakeresponses")
         return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeResponses:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
     @property
     def url(self) -> str:
-        assert self._server is not None, "start() first"
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return self.origin + "/v1"
 
     def paths(self) -> list[str]:
         with self._lock:

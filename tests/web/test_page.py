@@ -10,11 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import select
 import shutil
-import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,7 +24,8 @@ if TYPE_CHECKING:
     from playwright.sync_api import BrowserContext, ConsoleMessage, Locator, Page
 
 import turnback
-from tests.conftest import ROOT, TEST_KEY, cli_env, run_cli
+from tests.conftest import ROOT, TEST_KEY, run_cli
+from tests.web.serving import Served, serve
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -39,7 +37,6 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-START_LINE = re.compile(r"^turnback web: (http://127\.0\.0\.1:(\d+)/\?token=(\S+))$")
 TIMEOUT_MS = 15_000
 
 playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra: make test")
@@ -53,37 +50,6 @@ def _chromium() -> str:
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing and could not be installed (apt-get install chromium needs root)")
     return CHROMIUM
-
-
-@dataclass
-class Served:
-    url: str
-    process: subprocess.Popen[bytes]
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-        return self.process.wait(timeout=10)
-
-
-def serve(home: Path) -> Served:
-    """``turnback serve --port 0`` as a subprocess, once it printed its start line."""
-    process = subprocess.Popen(
-        [sys.executable, "-m", "turnback", "serve", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=cli_env(home),
-        cwd=ROOT,
-    )
-    assert process.stdout is not None
-    ready, _, _ = select.select([process.stdout], [], [], 30)
-    line = process.stdout.readline().decode().strip() if ready else ""
-    match = START_LINE.match(line)
-    if match is None:
-        process.kill()
-        _, err = process.communicate(timeout=10)
-        raise AssertionError(f"turnback serve printed {line!r}; stderr: {err.decode(errors='replace')}")
-    return Served(match.group(1), process)
 
 
 @pytest.fixture
