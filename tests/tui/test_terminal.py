@@ -32,16 +32,19 @@ class Terminal:
 
     def tmux(self, *args: str) -> str:
         # The tmux server is started by the first of these: with no signal blocked, whatever this test process
-        # blocks, or tmux never hears that the TUI ended (seen after the browser tests ran in the same worker:
-        # the TUI a zombie, its pane dead with no exit status).
+        # blocks (after the browser tests in the same worker, SIGCHLD was), as in a user's terminal.
         done = subprocess.run(
             [*self.base, *args], capture_output=True, text=True, timeout=30, preexec_fn=_no_signal_blocked
         )
         assert done.returncode == 0, done.stderr
         return done.stdout
 
-    def start(self, command: list[str], env: dict[str, str], cwd: Path) -> None:
-        line = shlex.join(["env", "-i", *(f"{key}={value}" for key, value in env.items()), *command])
+    def start(self, command: list[str], env: dict[str, str], cwd: Path, exit_file: Path) -> None:
+        # A shell in the pane waits for the command and writes its exit status to *exit_file*: waitpid needs
+        # no signal, where tmux's own record of it does (on CI, a pane was seen dead with no status).
+        waits = f'"$@"; echo $? > {shlex.quote(str(exit_file))}'
+        shell = ["/bin/sh", "-c", waits, "sh", *command]
+        line = shlex.join(["env", "-i", *(f"{key}={value}" for key, value in env.items()), *shell])
         self.tmux("new-session", "-d", "-x", "100", "-y", "30", "-s", "tb", "-c", str(cwd), line)
         self.tmux("set-option", "-t", "tb", "remain-on-exit", "on")
 
@@ -62,10 +65,11 @@ class Terminal:
         self.tmux("send-keys", "-t", "tb", "-l", text)
         self.tmux("send-keys", "-t", "tb", "Enter")
 
-    def dead_status(self) -> str:
-        # dead:its exit status, or the signal that ended it (tmux gives no status then)
-        shown = "#{pane_dead}:#{pane_dead_status}#{?pane_dead_signal, signal #{pane_dead_signal},}"
-        return self.tmux("display-message", "-p", "-t", "tb", shown).strip()
+    def processes(self) -> str:
+        """The pane's processes and their states (``ps``), for a failure's report."""
+        pane = self.tmux("display-message", "-p", "-t", "tb", "#{pane_pid}").strip()
+        listed = subprocess.run(["ps", "-o", "pid,stat,etime,args", "--ppid", pane, "-p", pane], capture_output=True)
+        return listed.stdout.decode(errors="replace")
 
     def kill(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
@@ -88,7 +92,8 @@ def test_history_then_rollback_confirm_in_a_real_terminal(cli, home: Path, proje
     t1 = short_id(log_json(cli, sid)["turns"][0]["id"])
 
     env = cli_env(home, {"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"})
-    terminal.start([sys.executable, "-m", "turnback", "tui", "--session", sid], env, project)
+    exit_file = home / "tui-exit-status"
+    terminal.start([sys.executable, "-m", "turnback", "tui", "--session", sid], env, project, exit_file)
     terminal.wait_for(lambda shown: "turn 2" in shown and "[head]" in shown, "the history tree")
 
     terminal.type("/help")  # each command typed as one burst, as a paste sends it
@@ -109,6 +114,7 @@ def test_history_then_rollback_confirm_in_a_real_terminal(cli, home: Path, proje
 
     terminal.tmux("send-keys", "-t", "tb", "q")
     deadline = time.monotonic() + 20
-    while terminal.dead_status() != "1:0":
-        assert time.monotonic() < deadline, f"turnback tui did not end with 0 on q: {terminal.dead_status()}"
+    while not exit_file.exists() or not exit_file.read_text():
+        assert time.monotonic() < deadline, f"turnback tui did not end on q:\n{terminal.processes()}"
         time.sleep(0.1)
+    assert exit_file.read_text() == "0\n", terminal.screen()
