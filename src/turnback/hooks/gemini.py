@@ -8,7 +8,9 @@ What Gemini CLI 0.61 sends (tests/realclients/payloads/gemini_*.json):
   with its AfterTool by its tool and input, in order (the first still running
   of that tool and input). Tools: ``write_file`` and ``replace`` {file_path}
   (kept before, recorded after; a ``replace`` that found nothing gets an
-  AfterTool with ``error``: it ends failed, with no change) and
+  AfterTool with ``error``: it ends failed, with no change; when turnback
+  cannot keep a copy of the file, the answer is ``decision: "ask"`` with the
+  reason, and Gemini CLI asks the user) and
   ``run_shell_command`` {command} (scanned before and after; its exit code is
   only inside ``llmContent``, so it is not read).
 - AfterAgent: the turn ends; the summary goes to the user (``systemMessage``).
@@ -22,25 +24,17 @@ turnback reads none of it but what any hook reads, and never records or logs it.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Callable
 from typing import IO, Any
 
 from turnback.catalog import Message
-from turnback.hooks.events import Caller, Event, Output, Recorder
+from turnback.hooks.events import Caller, Event, Output, Recorder, call_key
 from turnback.hooks.events import handle as handle_with
 from turnback.hooks.events import run as run_with
 from turnback.hooks.relay import GEMINI_EVENTS
 
 HARNESS = "gemini"
 SHELL_TOOL = "run_shell_command"
-
-
-def _call_key(tool: str, tool_input: dict[str, Any]) -> str:
-    """What names a call, Gemini giving it no id: its tool and input (a digest), ``#N`` for the Nth alike."""
-    canonical = json.dumps([tool, tool_input], sort_keys=True, ensure_ascii=False)
-    return f"{tool}:{hashlib.sha256(canonical.encode()).hexdigest()[:32]}"
 
 
 class _Hook:
@@ -73,34 +67,26 @@ class _Hook:
         if found is None:
             return None
         tool, tool_input = found
-        key = _call_key(tool, tool_input)
-        session = self.recorder.session()
-        number = 1
-        while self.engine.external_call(session.id, HARNESS, f"{key}#{number}") is not None:
-            number += 1  # the same call again: the Nth alike, paired with the Nth AfterTool alike
-        use_id = f"{key}#{number}"
+        use_id = self.recorder.unpaired_id(self.recorder.session(), call_key(tool, tool_input))
         if tool == SHELL_TOOL:
             command = tool_input.get("command")
             if isinstance(command, str) and command:
                 self.recorder.command_before(command, use_id)
             return None
         path = tool_input.get("file_path")
-        if isinstance(path, str) and path:
-            # A copy turnback cannot keep: recorded as not covered (a BeforeTool hook can only allow or deny).
-            self.recorder.file_before(tool, tool_input, use_id, [path])
-        return None
+        ask = self.recorder.file_before(tool, tool_input, use_id, [path]) if isinstance(path, str) and path else None
+        if ask is None:
+            return None
+        # A copy turnback cannot keep: Gemini CLI asks the user, showing the reason (the call is not covered).
+        return {"decision": "ask", "reason": ask, "systemMessage": ask}
 
     def after_tool(self) -> Output:
         found = self.tool()
         if found is None:
             return None
         tool, tool_input = found
-        key = _call_key(tool, tool_input)
         session = self.recorder.session()
-        number, call = 1, None
-        while call is None and self.engine.external_call(session.id, HARNESS, f"{key}#{number}") is not None:
-            call = self.recorder.call(session, f"{key}#{number}")  # the first of them still running
-            number += 1
+        call = self.recorder.first_running(session, call_key(tool, tool_input))
         if call is None:
             return None  # no BeforeTool was seen for it: nothing to pair with
         response = self.event.get("tool_response")
