@@ -7,6 +7,7 @@ tool's effect itself right after its BeforeTool, as Gemini CLI does.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,3 +140,41 @@ def test_events_before_every_model_call_are_ignored_without_the_store(home: Path
         result = run_cli(home, "hook", "gemini", stdin=json.dumps({"hook_event_name": name}).encode(), cwd=project)
         assert (result.rc, result.out, result.err) == (0, "", ""), result
     assert not home.exists() or not any(home.iterdir())
+
+
+def test_a_write_over_the_cap_asks_the_user_with_the_reason(home: Path, project: Path) -> None:
+    """Gemini CLI's BeforeTool takes "ask": Gemini CLI then asks the user, showing why; the call is not covered."""
+    assert run_cli(home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
+    big = project / "big.bin"
+    big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap, so turnback cannot keep a copy
+    session = {"session_id": "s-big", "cwd": str(project), "transcript_path": str(project.parent / "t.json")}
+    send(home, project, {**session, "hook_event_name": "BeforeAgent", "prompt": "shrink it"})
+    tool = {"tool_name": "write_file", "tool_input": {"file_path": "big.bin", "content": "small\n"}}
+    output = json.loads(send(home, project, {**session, **tool, "hook_event_name": "BeforeTool"}).out)
+    reason = (
+        "turnback cannot keep a copy of big.bin (1.5 MiB, over store.max_mib (1 MiB)), so this change could not be "
+        "undone. Allow it only if you need no way back."
+    )
+    assert output == {"decision": "ask", "reason": reason, "systemMessage": reason}
+    big.write_bytes(b"small\n")  # the user allowed it
+    send(home, project, {**session, **tool, "hook_event_name": "AfterTool", "tool_response": {"llmContent": "ok"}})
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    (call,) = turn["calls"]
+    shown = run_cli(home, "show", call["id"], cwd=project).out
+    assert "modified big.bin (not covered: 1.5 MiB, over store.max_mib (1 MiB))" in shown, shown
+
+
+def test_status_says_the_gemini_hooks_have_not_run_until_a_hook_of_theirs_did(home: Path, project: Path) -> None:
+    settings = project / ".gemini" / "settings.json"
+    assert run_cli(home, "install", "gemini", cwd=project).rc == 0
+    assert run_cli(home, "session", "new", "--title", "Gemini CLI", cwd=project).rc == 0
+    status = run_cli(home, "status", cwd=project)
+    assert status.lines[0] == (
+        f"the Gemini CLI hooks in {settings} have not run yet: start gemini in the project and trust the folder "
+        "when it asks (or /permissions)"
+    ), status
+    assert [n["code"] for n in run_cli(home, "status", "--json", cwd=project).json()["notes"]] == [
+        "agent_gemini_hooks_not_fired"
+    ]
+    send(home, project, payloads("happy_path", project, home)[0])  # SessionStart: a hook ran
+    assert "have not run yet" not in run_cli(home, "status", cwd=project).out
