@@ -194,3 +194,40 @@ def test_turnbacks_own_trouble_never_blocks_cursor(home: Path, project: Path, tm
     assert result.rc == 0 and result.out == "", result
     (line,) = result.err.splitlines()
     assert line.startswith("turnback: hook failed (") and line.endswith("); the agent goes on"), result.err
+
+
+def test_cursor_events_after_the_first_go_through_the_relay_and_record_the_same(home: Path, project: Path) -> None:
+    import subprocess
+    import sys
+
+    from tests.conftest import cli_env
+    from tests.integrations.test_codex import CODEX_PROBE
+    from tests.integrations.test_hook_relay import stop_relay, wait_for_relay
+
+    probe = CODEX_PROBE.replace("'hook', 'codex'", "'hook', 'cursor'")
+    (project / "b.txt").write_bytes(b"b1\nb2\nb3\n")
+    start = tree_state(project)
+    events = payloads("happy_path", project)
+    first, prompt, edit = events[:3]
+    stop = next(event for event in events if event["hook_event_name"] == "stop")
+    try:
+        send(home, project, first)  # no relay yet: this hook does the work and starts one
+        wait_for_relay(home)
+        for event in (prompt, edit, stop):
+            if event["hook_event_name"] == "afterFileEdit":
+                (project / "b.txt").write_bytes(b"b1\nB2\nb3\n")
+            ran = subprocess.run(
+                [sys.executable, "-c", probe],
+                input=json.dumps(event).encode(),
+                capture_output=True,
+                cwd=project,
+                env=cli_env(home),
+                timeout=60,
+            )
+            assert ran.stderr.decode().split() == ["0"], ran  # handed over: the hook imported none of the engine
+        (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+        assert [change["path"] for call in turn["calls"] for change in call["changes"]] == ["b.txt"]
+        assert run_cli(home, "undo", "--yes", cwd=project).rc == 0
+        assert tree_state(project) == start
+    finally:
+        stop_relay(home)
