@@ -10,7 +10,8 @@ What Gemini CLI 0.61 sends (tests/realclients/payloads/gemini_*.json):
   (kept before, recorded after; a ``replace`` that found nothing gets an
   AfterTool with ``error``: it ends failed, with no change; when turnback
   cannot keep a copy of the file, the answer is ``decision: "ask"`` with the
-  reason, and Gemini CLI asks the user) and
+  reason, and Gemini CLI asks the user; a headless run, which cannot ask,
+  is told ``deny`` with the reason instead (:func:`asks_user`)) and
   ``run_shell_command`` {command} (scanned before and after; its exit code is
   only inside ``llmContent``, so it is not read).
 - AfterAgent: the turn ends; the summary goes to the user (``systemMessage``).
@@ -24,6 +25,7 @@ turnback reads none of it but what any hook reads, and never records or logs it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import IO, Any
 
@@ -35,6 +37,21 @@ from turnback.hooks.relay import GEMINI_EVENTS
 
 HARNESS = "gemini"
 SHELL_TOOL = "run_shell_command"
+
+
+def asks_user(pid: int) -> bool:
+    """Whether the Gemini CLI process *pid* runs interactively, where a hook's "ask" shows the user a prompt.
+    A headless run (``-p``/``--prompt``, or no terminal on stdin) waits for an answer no one can give, for
+    good (0.61): there the call is refused instead. Where Linux's /proc does not tell, the answer is no."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = handle.read().split(b"\0")
+        stdin = os.readlink(f"/proc/{pid}/fd/0")
+    except OSError:
+        return False
+    if any(arg in (b"-p", b"--prompt") or arg.startswith(b"--prompt=") for arg in args):
+        return False
+    return stdin.startswith(("/dev/pts/", "/dev/tty"))
 
 
 class _Hook:
@@ -74,11 +91,15 @@ class _Hook:
                 self.recorder.command_before(command, use_id)
             return None
         path = tool_input.get("file_path")
-        ask = self.recorder.file_before(tool, tool_input, use_id, [path]) if isinstance(path, str) and path else None
-        if ask is None:
+        if not isinstance(path, str) or not path:
             return None
-        # A copy turnback cannot keep: Gemini CLI asks the user, showing the reason (the call is not covered).
-        return {"decision": "ask", "reason": ask, "systemMessage": ask}
+        can_ask = asks_user(self.recorder.agent_pid())
+        said = self.recorder.file_before(tool, tool_input, use_id, [path], can_ask=can_ask)
+        if said is None:
+            return None
+        if can_ask:  # a copy turnback cannot keep: Gemini CLI asks the user, showing why (the call is not covered)
+            return {"decision": "ask", "reason": said, "systemMessage": said}
+        return {"decision": "deny", "reason": said}
 
     def after_tool(self) -> Output:
         found = self.tool()
@@ -135,4 +156,4 @@ def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: I
     return run_with(HARNESS, handle, stdin, stdout, stderr)
 
 
-__all__ = ["HARNESS", "handle", "run"]
+__all__ = ["HARNESS", "asks_user", "handle", "run"]
