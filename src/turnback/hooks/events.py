@@ -1,7 +1,8 @@
 """The one event model every agent adapter maps its hook payloads onto, and the attribution rules over it.
 
-An adapter (:mod:`.claude`, :mod:`.codex`) reads its agent's payload and
-calls one :class:`Recorder` method per event: session start, prompt, file
+An adapter (:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`, :mod:`.cursor`)
+reads its agent's payload and calls one :class:`Recorder` method per event:
+session start, prompt, file
 tool before/after, shell command before/after, a batch's calls that never
 ran, failure, interrupt, compaction start/end, stop, session end. Each rule
 lives here once:
