@@ -231,3 +231,20 @@ def test_cursor_events_after_the_first_go_through_the_relay_and_record_the_same(
         assert tree_state(project) == start
     finally:
         stop_relay(home)
+
+
+def test_a_stop_the_user_aborted_ends_the_running_command_as_interrupted(home: Path, project: Path) -> None:
+    start = tree_state(project)
+    first, prompt = payloads("happy_path", project)[:2]
+    shell_event = {**prompt, "hook_event_name": "beforeShellExecution", "command": "sleep 60 > int.txt"}
+    for event in (first, prompt, shell_event):
+        send(home, project, event)
+    (project / "int.txt").write_bytes(b"")
+    send(home, project, {**prompt, "hook_event_name": "stop", "status": "aborted", "loop_count": 0})
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    (call,) = turn["calls"]
+    assert (turn["status"], call["status"]) == ("ended", "failed"), turn
+    assert [change["path"] for change in call["changes"]] == ["int.txt"]
+    assert "interrupted" in run_cli(home, "show", call["id"], cwd=project).out
+    assert run_cli(home, "undo", "--yes", cwd=project).rc == 0
+    assert tree_state(project) == start

@@ -114,12 +114,11 @@ class _Hook:
             self.recorder.command_after(session, call, error=Message("cursor_no_after_shell"))
 
     def stop(self) -> Output:
-        session = self.recorder.session()
-        self.close_unpaired(session)
-        if self.event.get("status") == "aborted":
+        if self.event.get("status") == "aborted":  # the user stopped the agent: its unfinished calls were cut
             self.recorder.interrupt()
-        else:
-            self.recorder.stop()
+            return None
+        self.close_unpaired(self.recorder.session())
+        self.recorder.stop()
         return None
 
     def session_end(self) -> Output:
