@@ -123,6 +123,23 @@ def test_an_edit_no_scan_saw_before_is_recorded_as_not_covered_and_undo_leaves_i
     assert (project / "x.txt").read_bytes() == b"edited by the agent\n"
 
 
+def test_an_edit_outside_the_project_is_recorded_as_not_covered(home: Path, project: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"edited by the agent\n")
+    first, prompt = payloads("happy_path", project)[:2]
+    send(home, project, first)
+    send(home, project, prompt)
+    send(home, project, {**prompt, "hook_event_name": "afterFileEdit", "file_path": str(outside), "edits": []})
+    send(home, project, {**prompt, "hook_event_name": "stop", "status": "completed", "loop_count": 0})
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    (call,) = turn["calls"]
+    assert [change["path"] for change in call["changes"]] == [str(outside)]
+    shown = run_cli(home, "show", call["id"], cwd=project).out
+    assert f"no copy of what {outside} held before" in shown, shown
+    run_cli(home, "undo", "--yes", cwd=project)
+    assert outside.read_bytes() == b"edited by the agent\n"
+
+
 USER_HOOKS = {
     "version": 1,
     "hooks": {
