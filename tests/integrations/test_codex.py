@@ -8,6 +8,7 @@ does), and everything the user does afterwards goes through the real CLI.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -218,3 +219,44 @@ def test_codex_events_after_the_first_go_through_the_relay_and_record_the_same(h
         assert tree_state(project) == start
     finally:
         stop_relay(home)
+
+
+def test_a_patch_over_the_cap_is_refused_with_the_reason_and_leaves_no_call(home: Path, project: Path) -> None:
+    """Codex takes no "ask" from a PreToolUse hook: the patch is denied, saying why and how to let it through."""
+    assert run_cli(home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
+    big = project / "big.bin"
+    big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap, so turnback cannot keep a copy
+    events = payloads("happy_path", project, home)
+    start, prompt = events[0], events[1]
+    patch = next(e for e in events if e.get("tool_name") == "apply_patch")
+    send(home, project, start)
+    send(home, project, prompt)
+    over = {**patch, "tool_use_id": "call_big"}
+    over["tool_input"] = {"command": "*** Begin Patch\n*** Delete File: big.bin\n*** End Patch\n"}
+    output = json.loads(send(home, project, over).out)["hookSpecificOutput"]
+    assert output["hookEventName"] == "PreToolUse" and output["permissionDecision"] == "deny", output
+    assert output["permissionDecisionReason"] == (
+        "turnback cannot keep a copy of big.bin (1.5 MiB, over store.max_mib (1 MiB)), so this change could not be "
+        "undone. It refused this call: nothing was changed. To let it through, raise the cap (turnback config set "
+        "store.max_mib MIB) and try again, or make the change yourself."
+    )
+    small = {**patch, "tool_use_id": "call_small"}
+    small["tool_input"] = {"command": "*** Begin Patch\n*** Add File: small.txt\n+s\n*** End Patch\n"}
+    assert send(home, project, small).out == ""  # a patch turnback can keep a copy for goes ahead
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    assert [c["tool"] for c in turn["calls"]] == ["apply_patch"], turn  # the refused one never ran
+
+
+def test_status_says_the_codex_hooks_have_not_run_until_a_hook_of_theirs_did(home: Path, project: Path) -> None:
+    hooks = project / ".codex" / "hooks.json"
+    assert run_cli(home, "install", "codex", cwd=project).rc == 0
+    line = f'the Codex hooks in {hooks} have not run yet: trust them in Codex (/hooks, then "Trust all and continue")'
+    # A session merely titled "Codex" is no sign the hooks run: only the mark a hook leaves is.
+    assert run_cli(home, "session", "new", "--title", "Codex", cwd=project).rc == 0
+    assert run_cli(home, "status", cwd=project).lines[0] == line
+    shown = run_cli(home, "status", "--json", cwd=project).json()["notes"]
+    assert shown == [{"code": "status_codex_hooks_not_fired", "params": {"path": str(hooks)}, "message": line}]
+    send(home, project, payloads("happy_path", project, home)[0])  # SessionStart: a hook ran
+    status = run_cli(home, "status", cwd=project)
+    assert status.rc == 0 and "have not run yet" not in status.out, status
+    assert run_cli(home, "status", "--json", cwd=project).json()["notes"] == []

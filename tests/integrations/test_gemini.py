@@ -7,6 +7,8 @@ tool's effect itself right after its BeforeTool, as Gemini CLI does.
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -139,3 +141,69 @@ def test_events_before_every_model_call_are_ignored_without_the_store(home: Path
         result = run_cli(home, "hook", "gemini", stdin=json.dumps({"hook_event_name": name}).encode(), cwd=project)
         assert (result.rc, result.out, result.err) == (0, "", ""), result
     assert not home.exists() or not any(home.iterdir())
+
+
+# Runs the hook as the child of a process that stands for Gemini CLI: with a terminal on its stdin (an
+# interactive run) or not (a headless one, as ``gemini -p``).
+AS_GEMINI = (
+    "import os, subprocess, sys\n"
+    "event = sys.stdin.buffer.read()\n"
+    "if sys.argv[1] == 'terminal':\n"
+    "    master, terminal = os.openpty()\n"
+    "    os.dup2(terminal, 0)\n"
+    "sys.exit(subprocess.run(sys.argv[2:], input=event).returncode)\n"
+)
+UNCOVERED = (
+    "turnback cannot keep a copy of big.bin (1.5 MiB, over store.max_mib (1 MiB)), so this change could not be undone."
+)
+
+
+def test_a_write_over_the_cap_asks_the_user_in_an_interactive_run_and_is_refused_in_a_headless_one(
+    home: Path, project: Path
+) -> None:
+    """Gemini CLI's BeforeTool takes "ask", and asks the user, showing why (the call is then not covered); a
+    headless run would wait for that answer for good, so there the call is refused with the reason."""
+    assert run_cli(home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
+    big = project / "big.bin"
+    big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap, so turnback cannot keep a copy
+    session = {"session_id": "s-big", "cwd": str(project), "transcript_path": str(project.parent / "t.json")}
+    tool = {"tool_name": "write_file", "tool_input": {"file_path": "big.bin", "content": "small\n"}}
+
+    def before_tool(run: str) -> Any:
+        event = json.dumps({**session, **tool, "hook_event_name": "BeforeTool"}).encode()
+        result = run_cli(
+            home, "hook", "gemini", stdin=event, cwd=project, prefix=[sys.executable, "-c", AS_GEMINI, run]
+        )
+        assert result.rc == 0 and result.err == "", result
+        return json.loads(result.out)
+
+    send(home, project, {**session, "hook_event_name": "BeforeAgent", "prompt": "shrink it"})
+    refused = UNCOVERED + (
+        " It refused this call: nothing was changed. To let it through, raise the cap (turnback config set "
+        "store.max_mib MIB) and try again, or make the change yourself."
+    )
+    assert before_tool("headless") == {"decision": "deny", "reason": refused}
+    asked = UNCOVERED + " Allow it only if you need no way back."
+    assert before_tool("terminal") == {"decision": "ask", "reason": asked, "systemMessage": asked}
+    big.write_bytes(b"small\n")  # the user allowed it
+    send(home, project, {**session, **tool, "hook_event_name": "AfterTool", "tool_response": {"llmContent": "ok"}})
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    (call,) = turn["calls"]  # the refused call never ran: only the one the user allowed
+    shown = run_cli(home, "show", call["id"], cwd=project).out
+    assert "modified big.bin (not covered: 1.5 MiB, over store.max_mib (1 MiB))" in shown, shown
+
+
+def test_status_says_the_gemini_hooks_have_not_run_until_a_hook_of_theirs_did(home: Path, project: Path) -> None:
+    settings = project / ".gemini" / "settings.json"
+    assert run_cli(home, "install", "gemini", cwd=project).rc == 0
+    assert run_cli(home, "session", "new", "--title", "Gemini CLI", cwd=project).rc == 0
+    status = run_cli(home, "status", cwd=project)
+    assert status.lines[0] == (
+        f"the Gemini CLI hooks in {settings} have not run yet: start gemini in the project and trust the folder "
+        "when it asks (or /permissions)"
+    ), status
+    assert [n["code"] for n in run_cli(home, "status", "--json", cwd=project).json()["notes"]] == [
+        "agent_gemini_hooks_not_fired"
+    ]
+    send(home, project, payloads("happy_path", project, home)[0])  # SessionStart: a hook ran
+    assert "have not run yet" not in run_cli(home, "status", cwd=project).out

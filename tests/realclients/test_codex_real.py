@@ -157,3 +157,21 @@ def test_an_interrupted_command_is_recorded_and_undone(codex: RealCodex, project
     undone = run_cli(codex.home, "undo", "--yes", cwd=project)
     assert undone.rc == 0, undone
     assert tree_state(project) == start
+
+
+def test_a_patch_turnback_cannot_keep_a_copy_for_is_refused_and_codex_obeys(codex: RealCodex, project: Path) -> None:
+    """Codex takes no "ask" from a hook: turnback denies the patch with the reason, and Codex does not apply it
+    but hands the reason to the model."""
+    assert run_cli(codex.home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
+    big = project / "big.bin"
+    big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap
+    kept = big.read_bytes()
+    codex.trust()
+    codex.api.script[:] = [Patch("*** Begin Patch\n*** Delete File: big.bin\n*** End Patch\n"), Say("Refused.")]
+    run = codex.exec("delete it")
+    assert run.rc == 0, run
+    assert big.read_bytes() == kept  # Codex did not apply it
+    told = json.dumps([r.get("body") for r in codex.api.requests])
+    assert "It refused this call: nothing was changed." in told, told[-2000:]  # the model was told why
+    log = run_cli(codex.home, "log", "--json", cwd=project).json()
+    assert [c for t in log["turns"] for c in t["calls"]] == [], log  # the refused patch never ran

@@ -78,3 +78,24 @@ def test_two_turns_of_write_replace_and_shell_are_undone_byte_for_byte(gemini: R
     assert tree_state(project) == after_one
     assert run_cli(gemini.home, "undo", "--yes", cwd=project).rc == 0
     assert tree_state(project) == start
+
+
+def test_a_write_turnback_cannot_keep_a_copy_for_is_refused_in_a_headless_run_and_gemini_obeys(
+    gemini: RealGemini, project: Path
+) -> None:
+    """A headless run (``-p``) cannot ask the user: Gemini CLI 0.61 given "ask" there waits for an answer for
+    good (tried: the run hung until killed), so turnback answers "deny" with the reason, and Gemini CLI does
+    not write. (An interactive run gets "ask": tests/integrations/test_gemini.py.)"""
+    assert run_cli(gemini.home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
+    big = project / "big.bin"
+    big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap
+    kept = big.read_bytes()
+    gemini.api.script[:] = [Call("write_file", {"file_path": "big.bin", "content": "small\n"}), Text("Stopped.")]
+    run = gemini.run("shrink it")
+    assert run.returncode == 0, run
+    assert big.read_bytes() == kept, run  # refused: not written
+    assert "turnback: hook failed" not in run.stderr.decode(), run.stderr
+    names = [e["hook_event_name"] for e in gemini.events()]
+    assert "BeforeTool" in names and "AfterTool" not in names, names  # the tool never ran
+    log = run_cli(gemini.home, "log", "--json", cwd=project).json()
+    assert [c for t in log["turns"] for c in t["calls"]] == [], log

@@ -490,19 +490,22 @@ def finish_call(
     exit_code: int | None,
     error: Message | None = None,
     started_ns: int | None = None,
+    only: Iterable[str] | None = None,
 ) -> None:
     """Scan after the command, and record the difference from its snapshot as the call's changes.
 
     *started_ns*: when the command really started, if known (later than its snapshot when the harness asked
     the user first). A path whose ctime, which no program can set back, is earlier was changed before the
     command ran: not the command's. A path whose state did not change (rewritten with the same bytes) is no
-    change at all.
+    change at all. *only*: the paths the call can have changed (every other difference is not its).
     """
     scanned = scan_project(store, project, rules)
     after = scanned.snapshot
     changes: list[tuple[str, FileState, FileState, bool, Message | None]] = []
     # A partial scan from the command's own baseline knows the only paths that can differ.
     where = scanned.touched if scanned.since_id == before.baseline_id else None
+    if only is not None:
+        where = set(only) if where is None else where & set(only)
     differences = diff_snapshots(before.project, after, where)
     if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):
         touched = [change.path for change in differences]
@@ -533,6 +536,37 @@ def finish_call(
         store.finish_call(
             call.id, "done" if error is None else "failed", error, exit_code=exit_code, late=turn.status != "running"
         )
+
+
+def record_since_last_scan(
+    target: CallTarget,
+    tool: str,
+    raw_input: str,
+    path: str,
+    rules: ScanRules,
+    outside_rules: OutsideRules,
+    *,
+    no_scan: Message,
+) -> CallId:
+    """Record a call that already changed the project path *path*, with no event before it (Cursor's
+    afterFileEdit): what *path* held before is what the project's last scan saw; the project is scanned now,
+    and what differs at *path* is the call's change. With no scan before it, that change is recorded as not
+    covered, *no_scan* saying why (and this scan is the next call's baseline)."""
+    store, project = target.store, target.project
+    cached = store.latest_snapshot(project.id)
+    stored = load_snapshot(store, cached.id, cached.data) if cached is not None else None
+    with store.transaction():
+        call_id = store.create_call(target.turn, tool, raw_input)
+    call = store.call(call_id)
+    if stored is None:
+        now = scan_project(store, project, rules).snapshot.get(path)
+        with store.transaction():
+            store.add_change(call_id, 0, project.id, RelPath(path), FileState("file"), _state(now), not_covered=no_scan)
+            store.finish_call(call_id, "done", None, late=store.turn(call.turn_id).status != "running")
+        return call_id
+    before = CallBefore(stored.id, stored.snapshot, (), {})
+    finish_call(store, project, call, before, rules, outside_rules, exit_code=None, only=[path])
+    return call_id
 
 
 def load_call_before(store: StoreBackend, call_id: CallId) -> CallBefore:

@@ -7,7 +7,7 @@ import sys
 
 
 def entry() -> int:
-    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] in (["claude-code"], ["codex"], ["gemini"]):
+    if sys.argv[1:2] == ["hook"] and sys.argv[2:3] in (["claude-code"], ["codex"], ["gemini"], ["cursor"]):
         from turnback.hooks.relay import hook_main
 
         return hook_main(sys.argv[2])

@@ -14,8 +14,9 @@ from turnback.capture.calls import CallTarget
 from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError, as_message
 from turnback.home import agent_environment
-from turnback.model import Call, CallId, CallKind, Change, Project, ProjectId, SessionId, short_id
+from turnback.model import ABSENT, Call, CallId, CallKind, Change, FileState, Project, ProjectId, SessionId, short_id
 from turnback.ops.busy import orphaned_commands
+from turnback.paths import RelPath
 from turnback.procs import hide_own_environment, process_alive, process_start
 
 from .values import CommandNotStarted, CommandResult, Coverage
@@ -160,6 +161,38 @@ class Commands:
         before = commands.load_call_before(self._store, call_id)
         started_ns = int(started_at * 1e9) if started_at is not None else None
         self._record_end(project, call_id, before, exit_code=exit_code, error=error, started_ns=started_ns)
+        return self._store.call(call_id)
+
+    def record_edit_since_scan(
+        self, session_id: SessionId, tool: str, raw_input: object, path: str, *, cwd: str | None = None
+    ) -> Call:
+        """A file the harness already edited, with no event before the edit (Cursor's afterFileEdit): its
+        earlier state is what the project's last scan saw. A path outside the project, or one no scan saw
+        before (no scan yet), is recorded as not covered: there is no earlier copy to go back to."""
+        from turnback.capture import commands
+
+        target = self._engine._tools.target(session_id)
+        where = self._engine._paths.locate(target.project, path, cwd)
+        shown = raw_input if isinstance(raw_input, str) else json.dumps(raw_input)
+        no_copy = Message("agent_edit_without_earlier_scan", path=where.recorded)
+        if where.outside:
+            with self._store.transaction():
+                call_id = self._store.create_call(target.turn, tool, shown)
+                after = FileState("file") if os.path.lexists(where.recorded) else ABSENT
+                self._store.add_change(
+                    call_id,
+                    0,
+                    target.project.id,
+                    RelPath(where.recorded),
+                    FileState("file"),
+                    after,
+                    outside=True,
+                    not_covered=no_copy,
+                )
+                self._store.finish_call(call_id, "done", None)
+            return self._store.call(call_id)
+        rules, outside = self.scan_rules(target.project), self._outside_rules(target.project)
+        call_id = commands.record_since_last_scan(target, tool, shown, where.rel, rules, outside, no_scan=no_copy)
         return self._store.call(call_id)
 
     def unfinished_commands(self, session_id: SessionId) -> list[Call]:

@@ -143,6 +143,11 @@ class _CommandVerbs:
     ) -> Call:
         return self._commands.finish_command(call_id, exit_code=exit_code, error=error, started_at=started_at, ran=ran)
 
+    def record_edit_since_scan(
+        self, session_id: SessionId, tool: str, raw_input: object, path: str, *, cwd: str | None = None
+    ) -> Call:
+        return self._commands.record_edit_since_scan(session_id, tool, raw_input, path, cwd=cwd)
+
     def unfinished_commands(self, session_id: SessionId) -> list[Call]:
         return self._commands.unfinished_commands(session_id)
 

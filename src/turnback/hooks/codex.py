@@ -8,6 +8,9 @@ What Codex 0.171 sends (tests/realclients/payloads/codex_*.json):
   from it. Tools: ``Bash`` {command} (scanned before and after) and
   ``apply_patch`` {command: the raw patch}: every file the patch adds, updates,
   deletes or moves (both names) is kept before it runs and recorded after.
+  When turnback cannot keep a copy of one (over ``store.max_mib``,
+  unreadable), the patch is refused (``permissionDecision: "deny"`` with the
+  reason and how to let it through): Codex takes no "ask" from a hook.
 - A patch that fails gets no PostToolUse, and a patch applied through the shell
   (``apply_patch <<EOF`` in a Bash call) gets no PostToolUse at all, yet changes
   files: such a call is closed at the session's next event (the next tool call,
@@ -87,9 +90,15 @@ class _Hook:
         use_id = str(self.event.get("tool_use_id") or "")
         if tool == PATCH_TOOL:
             paths = patch_paths(command)
-            if paths:
-                # A copy turnback cannot keep: recorded as not covered (Codex has no "ask" for a hook to give).
-                self.recorder.file_before(tool, tool_input, use_id, paths)
+            refused = self.recorder.file_before(tool, tool_input, use_id, paths, can_ask=False) if paths else None
+            if refused is not None:  # a copy turnback cannot keep: Codex's hooks cannot ask ("ask" is refused)
+                return {
+                    "hookSpecificOutput": {
+                        "hookEventName": "PreToolUse",
+                        "permissionDecision": "deny",
+                        "permissionDecisionReason": refused,
+                    }
+                }
         elif tool == SHELL_TOOL:
             self.recorder.command_before(command, use_id)
         return None

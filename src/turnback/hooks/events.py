@@ -1,7 +1,8 @@
 """The one event model every agent adapter maps its hook payloads onto, and the attribution rules over it.
 
-An adapter (:mod:`.claude`, :mod:`.codex`) reads its agent's payload and
-calls one :class:`Recorder` method per event: session start, prompt, file
+An adapter (:mod:`.claude`, :mod:`.codex`, :mod:`.gemini`, :mod:`.cursor`)
+reads its agent's payload and calls one :class:`Recorder` method per event:
+session start, prompt, file
 tool before/after, shell command before/after, a batch's calls that never
 ran, failure, interrupt, compaction start/end, stop, session end. Each rule
 lives here once:
@@ -54,6 +55,14 @@ def agent_pid(start: int) -> int:
     return pid
 
 
+def call_key(tool: str, tool_input: object) -> str:
+    """What names a call of an agent that gives it no id: its tool and input (a digest)."""
+    import hashlib
+
+    canonical = json.dumps([tool, tool_input], sort_keys=True, ensure_ascii=False)
+    return f"{tool}:{hashlib.sha256(canonical.encode()).hexdigest()[:32]}"
+
+
 class Caller(NamedTuple):
     """What the hook process knew besides its event: its parent, working folder and the agent's project folder
     (``CLAUDE_PROJECT_DIR``)."""
@@ -89,6 +98,7 @@ class Recorder:
         self.title = title
         self.external = external
         self.cwd = cwd
+        self._marked = False
 
     def agent_pid(self) -> int:
         return agent_pid(self.caller.parent_pid)
@@ -97,7 +107,13 @@ class Recorder:
         if not self.external:
             raise ValueError("the event has no session_id")
         project = self.caller.project_dir or self.cwd
-        return self.engine.session_for(self.harness, self.external, project, title=self.title)
+        session = self.engine.session_for(self.harness, self.external, project, title=self.title)
+        if not self._marked:  # once per event: `turnback status` tells installed hooks that never ran by it
+            from turnback.hooks.install import mark_fired
+
+            mark_fired(self.home, self.harness, self.engine.project_of(session).root)
+            self._marked = True
+        return session
 
     def running_turn(self, session: Any) -> Any:
         """The running turn; one begun now if the prompt's event was missed (a hook installed mid-session)."""
@@ -116,6 +132,22 @@ class Recorder:
         """The running call the agent knows as *use_id*; None when none runs (no before-event was seen)."""
         call = self.engine.external_call(session.id, self.harness, use_id) if use_id else None
         return call if call is not None and call.status == "running" else None
+
+    def unpaired_id(self, session: Any, key: str) -> str:
+        """The id of a call begun now, for an agent that gives its calls no id (:func:`call_key`): *key*
+        ``#N`` for the Nth alike, paired with the Nth after-event alike (:meth:`first_running`)."""
+        number = 1
+        while self.engine.external_call(session.id, self.harness, f"{key}#{number}") is not None:
+            number += 1
+        return f"{key}#{number}"
+
+    def first_running(self, session: Any, key: str) -> Any:
+        """The first call still running of those begun as *key* (:meth:`unpaired_id`); None when none runs."""
+        number, call = 1, None
+        while call is None and self.engine.external_call(session.id, self.harness, f"{key}#{number}") is not None:
+            call = self.call(session, f"{key}#{number}")
+            number += 1
+        return call
 
     def marks(self, session: Any) -> str:
         return commandstart.folder(self.home, session.id)
@@ -151,9 +183,12 @@ class Recorder:
             self.engine.finish_command(job.id, error=failed)
         self.end_running(session)
 
-    def file_before(self, tool: str, tool_input: dict[str, Any], use_id: str, paths: Sequence[str]) -> str | None:
+    def file_before(
+        self, tool: str, tool_input: dict[str, Any], use_id: str, paths: Sequence[str], *, can_ask: bool = True
+    ) -> str | None:
         """A file tool is about to write *paths*: keep what they hold. When turnback cannot keep a copy, the
-        call is recorded as not covered and the reason to ask the user is returned."""
+        reason to give is returned: to ask the user (the call is recorded as not covered), or, where the
+        agent's hooks cannot ask (*can_ask* False), to refuse the call with (then it never runs: no record)."""
         from turnback.errors import UncoveredError
 
         session = self.session()
@@ -162,6 +197,8 @@ class Recorder:
         try:
             self.engine.begin_call(session.id, tool, tool_input, **begin)
         except UncoveredError as refused:
+            if not can_ask:
+                return say("agent_deny_uncovered", why=refused.why)
             # The user decides: recorded as not covered, so if it goes ahead every view says it cannot be undone.
             self.engine.begin_call(session.id, tool, tool_input, uncovered=True, **begin)
             return say("hook_ask_uncovered", why=refused.why)
@@ -342,4 +379,4 @@ def run(
     return 0
 
 
-__all__ = ["Caller", "Recorder", "agent_pid", "handle", "run"]
+__all__ = ["Caller", "Recorder", "agent_pid", "call_key", "handle", "run"]

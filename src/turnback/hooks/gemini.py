@@ -8,7 +8,10 @@ What Gemini CLI 0.61 sends (tests/realclients/payloads/gemini_*.json):
   with its AfterTool by its tool and input, in order (the first still running
   of that tool and input). Tools: ``write_file`` and ``replace`` {file_path}
   (kept before, recorded after; a ``replace`` that found nothing gets an
-  AfterTool with ``error``: it ends failed, with no change) and
+  AfterTool with ``error``: it ends failed, with no change; when turnback
+  cannot keep a copy of the file, the answer is ``decision: "ask"`` with the
+  reason, and Gemini CLI asks the user; a headless run, which cannot ask,
+  is told ``deny`` with the reason instead (:func:`asks_user`)) and
   ``run_shell_command`` {command} (scanned before and after; its exit code is
   only inside ``llmContent``, so it is not read).
 - AfterAgent: the turn ends; the summary goes to the user (``systemMessage``).
@@ -22,13 +25,12 @@ turnback reads none of it but what any hook reads, and never records or logs it.
 
 from __future__ import annotations
 
-import hashlib
-import json
+import os
 from collections.abc import Callable
 from typing import IO, Any
 
 from turnback.catalog import Message
-from turnback.hooks.events import Caller, Event, Output, Recorder
+from turnback.hooks.events import Caller, Event, Output, Recorder, call_key
 from turnback.hooks.events import handle as handle_with
 from turnback.hooks.events import run as run_with
 from turnback.hooks.relay import GEMINI_EVENTS
@@ -37,10 +39,19 @@ HARNESS = "gemini"
 SHELL_TOOL = "run_shell_command"
 
 
-def _call_key(tool: str, tool_input: dict[str, Any]) -> str:
-    """What names a call, Gemini giving it no id: its tool and input (a digest), ``#N`` for the Nth alike."""
-    canonical = json.dumps([tool, tool_input], sort_keys=True, ensure_ascii=False)
-    return f"{tool}:{hashlib.sha256(canonical.encode()).hexdigest()[:32]}"
+def asks_user(pid: int) -> bool:
+    """Whether the Gemini CLI process *pid* runs interactively, where a hook's "ask" shows the user a prompt.
+    A headless run (``-p``/``--prompt``, or no terminal on stdin) waits for an answer no one can give, for
+    good (0.61): there the call is refused instead. Where Linux's /proc does not tell, the answer is no."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            args = handle.read().split(b"\0")
+        stdin = os.readlink(f"/proc/{pid}/fd/0")
+    except OSError:
+        return False
+    if any(arg in (b"-p", b"--prompt") or arg.startswith(b"--prompt=") for arg in args):
+        return False
+    return stdin.startswith(("/dev/pts/", "/dev/tty"))
 
 
 class _Hook:
@@ -73,34 +84,30 @@ class _Hook:
         if found is None:
             return None
         tool, tool_input = found
-        key = _call_key(tool, tool_input)
-        session = self.recorder.session()
-        number = 1
-        while self.engine.external_call(session.id, HARNESS, f"{key}#{number}") is not None:
-            number += 1  # the same call again: the Nth alike, paired with the Nth AfterTool alike
-        use_id = f"{key}#{number}"
+        use_id = self.recorder.unpaired_id(self.recorder.session(), call_key(tool, tool_input))
         if tool == SHELL_TOOL:
             command = tool_input.get("command")
             if isinstance(command, str) and command:
                 self.recorder.command_before(command, use_id)
             return None
         path = tool_input.get("file_path")
-        if isinstance(path, str) and path:
-            # A copy turnback cannot keep: recorded as not covered (a BeforeTool hook can only allow or deny).
-            self.recorder.file_before(tool, tool_input, use_id, [path])
-        return None
+        if not isinstance(path, str) or not path:
+            return None
+        can_ask = asks_user(self.recorder.agent_pid())
+        said = self.recorder.file_before(tool, tool_input, use_id, [path], can_ask=can_ask)
+        if said is None:
+            return None
+        if can_ask:  # a copy turnback cannot keep: Gemini CLI asks the user, showing why (the call is not covered)
+            return {"decision": "ask", "reason": said, "systemMessage": said}
+        return {"decision": "deny", "reason": said}
 
     def after_tool(self) -> Output:
         found = self.tool()
         if found is None:
             return None
         tool, tool_input = found
-        key = _call_key(tool, tool_input)
         session = self.recorder.session()
-        number, call = 1, None
-        while call is None and self.engine.external_call(session.id, HARNESS, f"{key}#{number}") is not None:
-            call = self.recorder.call(session, f"{key}#{number}")  # the first of them still running
-            number += 1
+        call = self.recorder.first_running(session, call_key(tool, tool_input))
         if call is None:
             return None  # no BeforeTool was seen for it: nothing to pair with
         response = self.event.get("tool_response")
@@ -149,4 +156,4 @@ def run(stdin: IO[bytes] | None = None, stdout: IO[str] | None = None, stderr: I
     return run_with(HARNESS, handle, stdin, stdout, stderr)
 
 
-__all__ = ["HARNESS", "handle", "run"]
+__all__ = ["HARNESS", "asks_user", "handle", "run"]

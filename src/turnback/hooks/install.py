@@ -1,10 +1,11 @@
-"""Adding turnback's hook entries to a Claude Code settings.json or a Codex hooks.json, and taking exactly
-those away.
+"""Adding turnback's hook entries to a Claude Code settings.json, a Codex hooks.json, a Gemini CLI
+settings.json or a Cursor hooks.json, and taking exactly those away.
 
 Other settings, and other hooks, are left as they are. turnback's entries
 are the hook commands that end in ``turnback hook claude-code`` (or
-``hook codex``). Both files hold ``{"hooks": {EVENT: [{"matcher": ...,
-"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}``.
+``hook codex``…). The first three hold ``{"hooks": {EVENT: [{"matcher": ...,
+"hooks": [{"type": "command", "command": ..., "timeout": ...}]}]}}``; Cursor's
+``{"version": 1, "hooks": {EVENT: [{"command": ...}]}}``.
 """
 
 from __future__ import annotations
@@ -61,6 +62,16 @@ GEMINI_EVENTS: dict[str, str | None] = {
     "SessionEnd": None,
 }
 GEMINI_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts a hook's timeout in milliseconds
+CURSOR_MARK = "hook cursor"
+CURSOR_EVENTS = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "beforeShellExecution",
+    "afterShellExecution",
+    "afterFileEdit",
+    "stop",
+    "sessionEnd",
+)
 
 
 def hook_command(mark: str = MARK) -> str:
@@ -91,14 +102,47 @@ def gemini_settings_path(*, project: str | None, user_home: str) -> str:
     return os.path.join(user_home, ".gemini", "settings.json")
 
 
+def cursor_hooks_path(*, project: str | None, user_home: str) -> str:
+    """``DIR/.cursor/hooks.json`` or ``~/.cursor/hooks.json``."""
+    if project is not None:
+        return os.path.join(os.path.realpath(project), ".cursor", "hooks.json")
+    return os.path.join(user_home, ".cursor", "hooks.json")
+
+
+FIRED_FOLDER = "hooks-fired"
+
+
+def _fired_path(home: str, harness: str, root: str) -> str:
+    import hashlib
+
+    return os.path.join(home, FIRED_FOLDER, f"{harness}-{hashlib.sha256(root.encode()).hexdigest()[:32]}")
+
+
+def mark_fired(home: str, harness: str, root: str) -> None:
+    """Leave the mark that *harness*'s hooks ran for the project at *root* (:func:`fired`): an agent that
+    skips hooks nobody trusted says nothing, so only a hook's own mark tells they run."""
+    path = _fired_path(home, harness, root)
+    if not os.path.lexists(path):
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a", encoding="utf-8"):
+            pass
+
+
+def fired(home: str, harness: str, root: str) -> bool:
+    """Whether *harness*'s hooks ever ran for the project at *root* (:func:`mark_fired`)."""
+    return os.path.lexists(_fired_path(home, harness, root))
+
+
 def installed(path: str, mark: str) -> bool:
-    """Whether the file at *path* holds one of turnback's entries (a file unreadable as settings: no)."""
+    """Whether the file at *path* holds one of turnback's entries (a file unreadable as settings: no); a
+    Cursor entry is the hook itself, the others' a group of hooks."""
     try:
         hooks = _read(path).get("hooks")
     except UsageError:
         return False
     groups = [group for event in (hooks.values() if isinstance(hooks, dict) else ()) for group in event or ()]
-    return any(_ours(hook, mark) for group in groups if isinstance(group, dict) for hook in group.get("hooks") or ())
+    nested = [hook for group in groups if isinstance(group, dict) for hook in group.get("hooks") or ()]
+    return any(_ours(hook, mark) for hook in (*groups, *nested))
 
 
 def _read(path: str) -> dict[str, Any]:
@@ -181,6 +225,27 @@ def install(
     return list(events)
 
 
+def install_cursor(path: str) -> list[str]:
+    """Merge turnback's entries into the Cursor hooks file at *path* (``{"version": 1, "hooks": {EVENT:
+    [{"command": ...}]}}``: each entry is a hook, no group); the events it now handles. No timeout is
+    written: Cursor's own default applies."""
+    data = _read(path)
+    data.setdefault("version", 1)
+    hooks = data.setdefault("hooks", {})
+    if not isinstance(hooks, dict):
+        raise UsageError(Message("settings_hooks_not_object", path=path))
+    for event in CURSOR_EVENTS:
+        entries = hooks.get(event, [])
+        if not isinstance(entries, list):
+            raise UsageError(Message("settings_event_not_list", path=path, event=event))
+        hooks[event] = [
+            *(entry for entry in entries if not _ours(entry, CURSOR_MARK)),
+            {"command": hook_command(CURSOR_MARK)},
+        ]
+    _write(path, data)
+    return list(CURSOR_EVENTS)
+
+
 def uninstall(path: str, mark: str = MARK) -> int:
     """Remove exactly turnback's entries (commands ending in *mark*) from the settings at *path*; how many
     events had them."""
@@ -193,7 +258,7 @@ def uninstall(path: str, mark: str = MARK) -> int:
         groups = hooks[event]
         if not isinstance(groups, list):
             continue
-        kept = _without_ours(groups, mark)
+        kept = [group for group in _without_ours(groups, mark) if not _ours(group, mark)]  # Cursor's: the hook
         if len(kept) != len(groups) or kept != groups:
             removed += 1
         if kept:
@@ -210,15 +275,21 @@ def uninstall(path: str, mark: str = MARK) -> int:
 __all__ = [
     "CODEX_EVENTS",
     "CODEX_MARK",
+    "CURSOR_EVENTS",
+    "CURSOR_MARK",
     "EVENTS",
     "GEMINI_EVENTS",
     "GEMINI_MARK",
     "MARK",
     "codex_hooks_path",
+    "cursor_hooks_path",
+    "fired",
     "gemini_settings_path",
     "hook_command",
     "install",
+    "install_cursor",
     "installed",
+    "mark_fired",
     "settings_path",
     "uninstall",
 ]

@@ -95,6 +95,15 @@ CODEX_EVENTS = (
 CODEX_TOOLS = ("Bash", "apply_patch")
 GEMINI_EVENTS = ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent", "SessionEnd")
 GEMINI_TOOLS = ("write_file", "replace", "run_shell_command")
+CURSOR_EVENTS = (
+    "sessionStart",
+    "beforeSubmitPrompt",
+    "beforeShellExecution",
+    "afterShellExecution",
+    "afterFileEdit",
+    "stop",
+    "sessionEnd",
+)
 PEERCRED_SIZE = 12  # struct ucred: pid, uid, gid, each 4 bytes
 
 
@@ -131,6 +140,8 @@ def wanted(event: dict[str, Any], harness: str = "claude-code") -> bool:
         return name in CODEX_EVENTS and not ("ToolUse" in name and tool not in CODEX_TOOLS)
     if harness == "gemini":
         return name in GEMINI_EVENTS and not (name.endswith("Tool") and tool not in GEMINI_TOOLS)
+    if harness == "cursor":
+        return name in CURSOR_EVENTS
     return name in HANDLED_EVENTS and not ("ToolUse" in name and tool not in FILE_TOOLS and tool not in SHELL_TOOLS)
 
 
@@ -144,6 +155,10 @@ def _handler(harness: str) -> Callable[..., tuple[str, str]]:
         from turnback.hooks.gemini import handle as gemini_handle
 
         return gemini_handle
+    if harness == "cursor":
+        from turnback.hooks.cursor import handle as cursor_handle
+
+        return cursor_handle
     from turnback.hooks.claude import handle
 
     return handle
@@ -279,7 +294,7 @@ def _start_relay(home: str) -> None:
 
 
 def hook_main(harness: str = "claude-code") -> int:
-    """``turnback hook claude-code|codex|gemini``: hand the event on stdin to the relay, or handle it here.
+    """``turnback hook claude-code|codex|gemini|cursor``: hand the event on stdin to the relay, or handle it here.
     Exits 0."""
     try:
         return _hook(harness)

@@ -218,10 +218,12 @@ def sessions_data(listed: Sequence[tuple[Session, Project, int]], defaults: Coll
     return {"sessions": items}
 
 
-def status_data(status: SessionStatus) -> dict[str, Any]:
-    """``status --json``: the head, what runs or marks the session busy, an interrupted operation, what is kept."""
+def status_data(status: SessionStatus, notes: Sequence[Message] = ()) -> dict[str, Any]:
+    """``status --json``: the head, what runs or marks the session busy, an interrupted operation, what is kept;
+    *notes*: what the text says above it (installed hooks that have not run yet), each as :func:`message_data`."""
     interrupted = status.interrupted
     return {
+        "notes": [message_data(note) for note in notes],
         "session": status.session.id,
         "head": status.session.head,
         "running_turns": [t.id for t in status.running],

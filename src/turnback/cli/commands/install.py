@@ -1,9 +1,10 @@
-"""``turnback install|uninstall claude-code|codex [--project DIR | --user]``: add or remove turnback's hooks.
+"""``turnback install|uninstall claude-code|codex|gemini|cursor [--project DIR | --user]``: add or remove hooks.
 
 ``install`` merges turnback's hook entries into ``DIR/.claude/settings.json``
 (``--project``, default: this folder) or ``~/.claude/settings.json``
 (``--user``); for Codex, ``DIR/.codex/hooks.json`` or ``~/.codex/hooks.json``;
 for Gemini CLI, ``DIR/.gemini/settings.json`` or ``~/.gemini/settings.json``;
+for Cursor, ``DIR/.cursor/hooks.json`` or ``~/.cursor/hooks.json``;
 leaving every other setting and hook as it is. ``uninstall`` removes exactly
 those entries. Codex runs hooks only once you trust them in Codex (``/hooks``):
 install says how, and never trusts them for you. Then use the agent as usual,
@@ -29,12 +30,16 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
             description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.add_argument("harness", choices=["claude-code", "codex", "gemini"], help="the agent")
+        parser.add_argument("harness", choices=["claude-code", "codex", "gemini", "cursor"], help="the agent")
         where = parser.add_mutually_exclusive_group()
         where.add_argument(
-            "--project", metavar="DIR", help="the project's agent settings (.claude/, .codex/, .gemini/; default: here)"
+            "--project",
+            metavar="DIR",
+            help="the project's agent settings (.claude/, .codex/, .gemini/, .cursor/; default: here)",
         )
-        where.add_argument("--user", action="store_true", help="your own settings (~/.claude/, ~/.codex/, ~/.gemini/)")
+        where.add_argument(
+            "--user", action="store_true", help="your own settings (~/.claude/, ~/.codex/, ~/.gemini/, ~/.cursor/)"
+        )
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
@@ -43,6 +48,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         return _codex(ctx, args, project)
     if args.harness == "gemini":
         return _gemini(ctx, args, project)
+    if args.harness == "cursor":
+        return _cursor(ctx, args, project)
     path = claude_settings.settings_path(project=project, user_home=os.path.expanduser("~"))
     if args.verb == "install":
         events = claude_settings.install(path)
@@ -88,6 +95,20 @@ def _gemini(ctx: _common.Context, args: argparse.Namespace, project: str | None)
         ctx.out.json({"settings": path, "events": events})
         return 0
     removed = claude_settings.uninstall(path, claude_settings.GEMINI_MARK)
+    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
+    ctx.out.json({"settings": path, "removed": removed})
+    return 0 if removed else 1
+
+
+def _cursor(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
+    path = claude_settings.cursor_hooks_path(project=project, user_home=os.path.expanduser("~"))
+    if args.verb == "install":
+        events = claude_settings.install_cursor(path)
+        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
+        ctx.out.line(say("cursor_edits_from_last_scan"))
+        ctx.out.json({"settings": path, "events": events})
+        return 0
+    removed = claude_settings.uninstall(path, claude_settings.CURSOR_MARK)
     ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
     ctx.out.json({"settings": path, "removed": removed})
     return 0 if removed else 1

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from turnback.catalog import say
+from turnback.catalog import Message, word
 from turnback.cli import _common
-from turnback.model import Session
 from turnback.render import data, text
 
 
@@ -17,37 +16,37 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
-    _codex_hooks_not_fired(ctx)
+    notes = _hooks_not_fired(ctx)
+    out.lines([word(note) for note in notes])
     session_id = ctx.session(with_turns=True).id
     engine.catch_up(session_id)
     status = engine.status(session_id)
     out.lines(text.status_lines(**status._asdict(), max_mib=engine.config.store_max_mib))
-    out.json(data.status_data(status))
+    out.json(data.status_data(status, notes))
     return 0
 
 
-def _codex_hooks_not_fired(ctx: _common.Context) -> None:
-    """Say so when this folder's (or the user's) Codex hooks are turnback's but no Codex session was ever
-    recorded here: Codex skips hooks nobody trusted without a word."""
+def _hooks_not_fired(ctx: _common.Context) -> list[Message]:
+    """What to say of this folder's (or the user's) Codex or Gemini CLI hooks that are turnback's but never
+    ran for this project (by the mark each hook leaves): both skip hooks nobody trusted without a word."""
     import os
 
+    from turnback.errors import UsageError
     from turnback.hooks import install
 
     home = os.path.expanduser("~")
-    paths = [install.codex_hooks_path(project=where, user_home=home) for where in (ctx.cwd, None)]
-    found = [path for path in paths if install.installed(path, install.CODEX_MARK)]
-    if not found:
-        return
-    root = os.path.realpath(ctx.cwd)
-    sessions = ctx.engine.sessions()
-    if any(session.title == "Codex" and _holds(ctx, session, root) for session in sessions):
-        return
-    ctx.out.line(say("status_codex_hooks_not_fired", path=found[0]))
-
-
-def _holds(ctx: _common.Context, session: Session, folder: str) -> bool:
-    """Whether *session*'s project holds *folder*."""
-    import os
-
-    root = ctx.engine.project_of(session).root
-    return folder == root or folder.startswith(root.rstrip(os.sep) + os.sep)
+    agents = (
+        ("codex", install.CODEX_MARK, install.codex_hooks_path, "status_codex_hooks_not_fired"),
+        ("gemini", install.GEMINI_MARK, install.gemini_settings_path, "agent_gemini_hooks_not_fired"),
+    )
+    try:
+        root = ctx.engine.watched_project(ctx.cwd).root
+    except UsageError:
+        root = None  # no project here yet: no hook ever ran for it
+    notes = []
+    for harness, mark, hooks_path, code in agents:
+        paths = [hooks_path(project=where, user_home=home) for where in (ctx.cwd, None)]
+        found = [path for path in paths if install.installed(path, mark)]
+        if found and (root is None or not install.fired(ctx.engine.home, harness, root)):
+            notes.append(Message(code, path=found[0]))
+    return notes
