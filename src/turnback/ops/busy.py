@@ -4,9 +4,9 @@ A turn runs from ``turn begin`` to ``turn end``; it is held by a process
 (the harness that began it). When that process is gone, the turn no longer
 blocks anything: it is marked ``interrupted``. In a store shared by hosts,
 only the project's own host sees its processes; another host takes them to
-run while that host renews its lease, and to have ended once it ran out. The apply lock is an
-``flock`` on a file in the store's ``locks/`` folder, so the kernel frees
-it when its holder dies, however it dies.
+run while that host renews its lease, and to have ended once it ran out.
+The apply lock is an ``flock`` on a file in the store's ``locks/`` folder,
+so the kernel frees it when its holder dies, however it dies.
 """
 
 from __future__ import annotations
