@@ -34,9 +34,11 @@ test: lint typecheck
 	@echo "running the test suite (pytest, several minutes)"
 	@$(BIN)/python -m pytest -n auto -q --ignore=tests/realclients
 
-# The engine-level suites again, each test's store in PostgreSQL (a throwaway server the tests start).
+# The engine-level suites again, each test's store in PostgreSQL (a throwaway server the tests start), and the
+# reliability suite's crash loops (kill -9 mid-undo, mid-revert, mid-rollback, mid-exec; then resume).
+RELIABILITY_ON_POSTGRES := $(addprefix tests/reliability/,test_kill_undo.py test_kill_revert_rollback.py test_kill_exec.py)
 test-postgres: $(STAMP)
-	TURNBACK_TEST_BACKEND=postgresql $(BIN)/python -m pytest -n 2 -q -rs tests/ops tests/history
+	TURNBACK_TEST_BACKEND=postgresql $(BIN)/python -m pytest -n 2 -q -rs tests/ops tests/history $(RELIABILITY_ON_POSTGRES)
 
 # The real Claude Code CLI (installed from npm into a cache outside the repo) against a fake model API.
 test-realclients: $(STAMP)

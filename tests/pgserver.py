@@ -56,6 +56,17 @@ class PgServer:
         base = f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{DATABASE}"
         return base if schema is None else f"{base}?options=-csearch_path%3D{schema}"
 
+    def database_url(self, name: str) -> str:
+        """A database of its own on the server (made with :meth:`sql`)."""
+        return f"postgresql://{SUPERUSER}@127.0.0.1:{self.port}/{name}"
+
+    def sql(self, statement: str) -> None:
+        """Run *statement* in the test database, outside a transaction (``CREATE DATABASE`` needs that)."""
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(statement)
+
     def schema_for(self, home: Path) -> str:
         """The schema that holds the store of the folder *home*, made if new."""
         import psycopg

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from turnback.home import (
         default_home,
         env_host_id,
+        env_host_lease_s,
         env_key_secret,
         env_no_color,
         env_session,
@@ -79,6 +80,7 @@ _HOMES = {
     "turnback.home": (
         "default_home",
         "env_host_id",
+        "env_host_lease_s",
         "env_key_secret",
         "env_no_color",
         "env_session",
@@ -113,23 +115,32 @@ def __getattr__(name: str) -> Any:
     return getattr(importlib.import_module(module), name)
 
 
-def open(home: str | None = None, *, confined: bool = False) -> Engine:
-    """Open the store in *home*, else ``TURNBACK_HOME``, else the user's data folder.
+def open(home: str | None = None, *, confined: bool = False, store_url: str | None = None) -> Engine:
+    """Open the store in *home*, else ``TURNBACK_HOME``, else the user's data folder; in the PostgreSQL database
+    *store_url*, else ``TURNBACK_STORE``, when one is named (else ``store.url`` in the folder's config.toml).
 
     The key comes from ``TURNBACK_KEY`` when it is set, else the store's key
     file or the OS keyring (``TURNBACK_NO_KEYRING=1`` leaves the keyring out).
     *confined*: file tools refuse paths outside the project whatever the mode.
     """
     from turnback.engine import Engine
-    from turnback.home import default_home, env_host_id, env_key_secret, env_store_url, keyring_allowed
+    from turnback.home import (
+        default_home,
+        env_host_id,
+        env_host_lease_s,
+        env_key_secret,
+        env_store_url,
+        keyring_allowed,
+    )
 
     return Engine.open(
         home or default_home(),
         key_secret=env_key_secret(),
         try_keyring=keyring_allowed(),
         confined=confined,
-        store_url=env_store_url(),
+        store_url=store_url or env_store_url(),
         host_id=env_host_id(),
+        host_lease_s=env_host_lease_s(),
     )
 
 
@@ -160,6 +171,7 @@ __all__ = [
     "__version__",
     "default_home",
     "env_host_id",
+    "env_host_lease_s",
     "env_key_secret",
     "env_no_color",
     "env_session",

@@ -16,6 +16,7 @@ ENV_NO_KEYRING = "TURNBACK_NO_KEYRING"
 ENV_LANG = "TURNBACK_LANG"
 ENV_STORE = "TURNBACK_STORE"
 ENV_HOST_ID = "TURNBACK_HOST_ID"
+ENV_HOST_LEASE = "TURNBACK_HOST_LEASE_S"
 ENV_WEB_TOKEN = "TURNBACK_WEB_TOKEN"
 LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")  # the order the C library reads them in
 SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
@@ -54,6 +55,17 @@ def env_store_url() -> str | None:
 def env_host_id() -> str | None:
     """``TURNBACK_HOST_ID``: this host's id in a shared store, in place of the machine's (containers, tests)."""
     return os.environ.get(ENV_HOST_ID) or None
+
+
+def env_host_lease_s() -> float | None:
+    """``TURNBACK_HOST_LEASE_S``: how long, in seconds, this host's lease in a shared store lasts once renewed
+    (tests play a host that dies; default ``store.hosts.HOST_LEASE_S``). A value that is no positive number is
+    left out."""
+    try:
+        value = float(os.environ.get(ENV_HOST_LEASE, ""))
+    except ValueError:
+        return None
+    return value if value > 0 else None
 
 
 def env_session() -> str | None:
@@ -100,6 +112,7 @@ __all__ = [
     "agent_environment",
     "default_home",
     "env_host_id",
+    "env_host_lease_s",
     "env_key_secret",
     "env_language",
     "env_no_color",

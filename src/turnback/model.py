@@ -255,6 +255,7 @@ class Project(NamedTuple):
     id: ProjectId
     root: str
     other_host: str | None = None  # the name of the host its files are on, when that is not this one
+    other_host_gone: bool = False  # that host's lease ran out: it died (or lost the store), its processes with it
 
 
 class Session(NamedTuple):

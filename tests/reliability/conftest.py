@@ -10,6 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TEST_BACKEND
+from tests.reliability import pgstores
+
 RAM_FOLDER = "/dev/shm"
 
 
@@ -32,3 +35,22 @@ def fast_tmp(tmp_path: Path) -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
     else:
         yield tmp_path
+
+
+@pytest.fixture(autouse=True, scope="session")
+def pg_stores(request: pytest.FixtureRequest) -> None:
+    """With ``TURNBACK_TEST_BACKEND=postgresql``, the scenarios' stores are databases on the test server."""
+    if TEST_BACKEND == "postgresql":
+        pgstores.SERVER = request.getfixturevalue("pg_server")
+
+
+SQLITE_FILE_MODULES = ("test_store_damage", "test_store_damage_random", "test_store_read_only", "test_durable_order")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """On PostgreSQL, the tests of SQLite's own file are skipped, saying why (the rest run on the server)."""
+    if TEST_BACKEND != "postgresql":
+        return
+    for item in items:
+        if item.module is not None and item.module.__name__.rsplit(".", 1)[-1] in SQLITE_FILE_MODULES:
+            item.add_marker(pytest.mark.skip(reason=pgstores.SKIP_SQLITE_FILE))

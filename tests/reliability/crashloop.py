@@ -26,6 +26,7 @@ from pathlib import Path
 
 import turnback.fsio
 from tests.conftest import tree_state
+from tests.reliability import pgstores
 from tests.reliability.helpers import (
     TreeState,
     bytes_lost,
@@ -84,7 +85,7 @@ def reference(kind: str, base: Path) -> Reference:
     return Reference(kind, total, case.start, final, trash)
 
 
-def _plant_temps(case: Case, dead_pid: int) -> list[Path]:
+def _plant_temps(engine: turnback.Engine, case: Case, dead_pid: int) -> list[Path]:
     """Temp files where a write killed between its temp file and its rename would leave them, named by *dead_pid*.
 
     The next pending row that acts is the one a real crash would have been in:
@@ -94,28 +95,27 @@ def _plant_temps(case: Case, dead_pid: int) -> list[Path]:
     """
     planted: list[Path] = []
     name = f"{turnback.fsio.TEMP_PREFIX}{dead_pid}-deadbeef{{}}{turnback.fsio.TEMP_SUFFIX}"
-    with open_engine(case.home) as engine:
-        applying = engine.store.ops_in_status(SessionId(case.session_id), "applying")
-        if not applying:
-            return planted
-        plan = engine.store.load_plan(OpId(applying[0]))
-        tree = Tree(str(case.project))
-        trash_dir = case.home / "trash" / f"{case.trash_prefix}{plan.id}"
-        for row in plan.rows:
-            if row.status != "pending" or row.action not in ("restore", "trash") or row.outside:
-                continue
-            assert row.target is not None
-            if probe_state(tree, RelPath(row.path), engine.store).same_as(row.target):
-                break  # its write got through before the kill: a real crash leaves no temp file then
-            if row.trash_name is not None:
-                folder = trash_dir / row.trash_name.rsplit("/", 1)[0] if "/" in row.trash_name else trash_dir
-                if folder.is_dir():
-                    planted.append(folder / name.format("0001"))
-            if row.action == "restore" and row.target.kind in ("file", "symlink"):
-                folder = case.project / row.path.rsplit("/", 1)[0] if "/" in row.path else case.project
-                if folder.is_dir() and not folder.is_symlink():
-                    planted.append(folder / name.format("0002"))
-            break
+    applying = engine.store.ops_in_status(SessionId(case.session_id), "applying")
+    if not applying:
+        return planted
+    plan = engine.store.load_plan(OpId(applying[0]))
+    tree = Tree(str(case.project))
+    trash_dir = case.home / "trash" / f"{case.trash_prefix}{plan.id}"
+    for row in plan.rows:
+        if row.status != "pending" or row.action not in ("restore", "trash") or row.outside:
+            continue
+        assert row.target is not None
+        if probe_state(tree, RelPath(row.path), engine.store).same_as(row.target):
+            break  # its write got through before the kill: a real crash leaves no temp file then
+        if row.trash_name is not None:
+            folder = trash_dir / row.trash_name.rsplit("/", 1)[0] if "/" in row.trash_name else trash_dir
+            if folder.is_dir():
+                planted.append(folder / name.format("0001"))
+        if row.action == "restore" and row.target.kind in ("file", "symlink"):
+            folder = case.project / row.path.rsplit("/", 1)[0] if "/" in row.path else case.project
+            if folder.is_dir() and not folder.is_symlink():
+                planted.append(folder / name.format("0002"))
+        break
     for path in planted:
         path.write_bytes(b"half of a write that was killed")
     return planted
@@ -146,8 +146,11 @@ class Pristine:
         shutil.copytree(base / "case", self.copy, symlinks=True)
 
     def restore(self) -> Case:
-        shutil.rmtree(self.copy.parent / "case")
-        shutil.copytree(self.copy, self.copy.parent / "case", symlinks=True)
+        case_folder = self.copy.parent / "case"
+        used = pgstores.database_of(self.case.home)  # the last crash point's (PostgreSQL): dropped now
+        shutil.rmtree(case_folder)
+        shutil.copytree(self.copy, case_folder, symlinks=True)
+        pgstores.copy_database(self.copy / self.case.home.relative_to(case_folder), self.case.home, used)
         return self.case
 
 
@@ -179,8 +182,13 @@ def crash_and_resume(ref: Reference, case: Case, kill_after: int) -> dict[str, i
             for line in status.lines
         ), status.out
 
-    planted = _plant_temps(case, pid)
-    finished = run(case.home, *case.resume, "--json", cwd=case.project)
+    # One engine of this process for the crash point (a PostgreSQL store's database is dropped after it: a
+    # second opening would keep a pool of connections to it).
+    with open_engine(case.home) as engine:
+        planted = _plant_temps(engine, case, pid)
+        finished = run(case.home, *case.resume, "--json", cwd=case.project)
+        head = engine.store.session(SessionId(case.session_id)).head
+
     assert finished.rc == 0, (kill_after, finished.rc, finished.out, finished.err)
     data = finished.json()
     assert data["applied"] is True and data["resumed"] is True, data
@@ -201,8 +209,7 @@ def crash_and_resume(ref: Reference, case: Case, kill_after: int) -> dict[str, i
     assert not any(path.exists() for path in planted)
     assert trash == ref.trash, "the trash must hold each displaced file exactly once, with its displaced bytes"
     if case.keep_turn is not None:
-        with open_engine(case.home) as engine:
-            assert engine.store.session(SessionId(case.session_id)).head == case.keep_turn
+        assert head == case.keep_turn
     assert lost == 0
     return {"planted_temps": len(planted), "lost": lost}
 

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import turnback
 from tests.conftest import TEST_KEY, tree_state
+from tests.reliability import pgstores
 from tests.reliability.helpers import TreeState
 
 MODIFIED_BY_WRITE = (
@@ -137,7 +138,11 @@ def stage_in_environment(stage: Path) -> Iterator[None]:
 
 
 def open_engine(home: Path) -> turnback.Engine:
-    return turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False)
+    """The store in *home*; made on first use (in a database of its own, when the tests run on PostgreSQL)."""
+    pgstores.give_database(home)
+    engine = turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False)
+    assert (engine.store_url is not None) == (pgstores.SERVER is not None), "the store is not on the backend tested"
+    return engine
 
 
 @dataclass

@@ -20,14 +20,16 @@ def store_url(pg_server: PgServer, tmp_path: Path) -> str:
 
 
 @pytest.fixture
-def host(store_url: str, tmp_path: Path, project: Path) -> Callable[[str], Host]:
-    """``host("a")("log")`` runs the CLI as host "a" (its own store folder) in the project, on the shared store."""
+def host(store_url: str, tmp_path: Path, project: Path) -> Callable[..., Host]:
+    """``host("a")("log")`` runs the CLI as host "a" (its own store folder) in the project, on the shared store;
+    ``host("a", {"NAME": "VALUE"})`` with more settings of its own."""
 
-    def on(name: str) -> Host:
+    def on(name: str, settings: dict[str, str] | None = None) -> Host:
+        """*settings*: more of host *name*'s environment, for each of its commands."""
         home = tmp_path / f"home-{name}"
 
         def run(*args: str, stdin: bytes = b"", cwd: Path | None = None, env: dict[str, str] | None = None) -> Result:
-            extra = {"TURNBACK_STORE": store_url, "TURNBACK_HOST_ID": f"host-{name}", **(env or {})}
+            extra = {"TURNBACK_STORE": store_url, "TURNBACK_HOST_ID": f"host-{name}", **(settings or {}), **(env or {})}
             return run_cli(home, *args, cwd=cwd or project, stdin=stdin, env=extra)
 
         return run

@@ -6,9 +6,10 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from tests.conftest import tree_state
+from tests.conftest import cli_env, tree_state
 from tests.shared.conftest import Host
 
 ELSEWHERE = f"turnback: this session's files are on {socket.gethostname()}; run it there"
@@ -78,3 +79,69 @@ def test_another_hosts_running_turn_is_not_ended_by_this_hosts_pids(host, projec
     assert "running" in b("log", "--session", session).out  # host b cannot see host a's processes
     assert b("turn", "begin", "--session", session).rc == 3  # so for b the turn still runs
     assert "interrupted" in a("log", "--session", session).out
+
+
+LEASE_S = 10.0  # host a's lease below: long enough for host b's first look on a loaded machine, short enough to wait
+
+
+def _turn_held_by(a: Host, project: Path, agent: subprocess.Popen[bytes]) -> str:
+    """A session of host a whose running turn *agent* (a process of host a) holds, with one edit in it."""
+    assert a("init").rc == 0
+    session = a("session", "new").out.strip()
+    assert a("turn", "begin", "--session", session, "--pid", str(agent.pid), "--message", "rename").rc == 0
+    assert a("edit", "--session", session, "README.md", "--old", "line two", "--new", "line 2").rc == 0
+    return session
+
+
+def test_a_dead_hosts_running_turn_ends_for_other_hosts_once_its_lease_runs_out(host, project: Path) -> None:  # type: ignore[no-untyped-def]
+    a = host("a", {"TURNBACK_HOST_LEASE_S": str(LEASE_S)})
+    b = host("b")
+    agent = subprocess.Popen(["sleep", "600"])  # host a's agent: alive, as far as host a can tell
+    try:
+        session = _turn_held_by(a, project, agent)
+        last_seen = time.monotonic()  # host a opened the store last just before: then it "dies" (runs nothing more)
+        first_look = b("log", "--session", session).out
+        assert time.monotonic() - last_seen < LEASE_S - 2, "the machine ran too slowly to see host a alive"
+        assert "running" in first_look
+        time.sleep(max(0.0, last_seen + LEASE_S + 0.5 - time.monotonic()))
+        shown = b("log", "--session", session).out
+        assert "interrupted" in shown and "running" not in shown, shown
+        refused = b("undo", "--yes", "--session", session)  # the files are still on host a
+        assert (refused.rc, refused.err.strip()) == (1, ELSEWHERE)
+        assert (project / "README.md").read_bytes() == b"# project\n\nline 2\n"
+    finally:
+        agent.kill()
+        agent.wait()
+    # Host a, restarted (its agent gone with it), takes its turn back.
+    undone = a("undo", "--yes", "--session", session)
+    assert undone.rc == 0, undone.err
+    assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+
+
+def test_a_live_host_renews_its_lease_so_its_turn_runs_for_other_hosts(  # type: ignore[no-untyped-def]
+    host, store_url: str, project: Path, tmp_path: Path
+) -> None:
+    lease = {"TURNBACK_HOST_LEASE_S": "3"}  # renewed each second
+    a = host("a", lease)
+    b = host("b")
+    agent = subprocess.Popen(["sleep", "600"])
+    try:
+        session = _turn_held_by(a, project, agent)
+        # A process of host a that keeps the store open (an MCP server, a relay, serve, exec) renews the lease.
+        env = {"TURNBACK_STORE": store_url, "TURNBACK_HOST_ID": "host-a", **lease}
+        running = subprocess.Popen(
+            [sys.executable, "-m", "turnback", "exec", "--session", session, "--", "sleep", "20"],
+            cwd=project,
+            env=cli_env(tmp_path / "home-a", env),
+        )
+        try:
+            time.sleep(9)  # three times the lease
+            assert running.poll() is None
+            assert "running" in b("log", "--session", session).out
+            assert b("turn", "begin", "--session", session).rc == 3
+        finally:
+            running.kill()
+            running.wait()
+    finally:
+        agent.kill()
+        agent.wait()

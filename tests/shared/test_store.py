@@ -214,3 +214,42 @@ def test_a_dropped_connection_during_a_write_leaves_nothing_half_written(store_u
             store.add_busy_mark(session.id, "two", None, None)
         assert store.turns(session.id) == []  # connected again; nothing of the cut transaction was kept
         assert store.create_turn(session.id, "again", holder_pid=None, holder_start=None).number == 1
+
+
+def test_two_projects_records_commit_side_by_side_and_one_projects_in_turn(store_url: str, tmp_path: Path) -> None:
+    """A file tool's records take their project's lock (and the write lock shared): another project's commit
+    while one is open; the same project's, and a write that may touch anything (gc, an undo's plan), wait."""
+    import threading
+
+    stores = [
+        PgStore.open(store_url, str(tmp_path / f"home-{n}"), key_secret=TEST_KEY, try_keyring=False) for n in range(4)
+    ]
+    holder, other, same, whole = stores
+
+    def writer(store: PgStore, project: str | None) -> threading.Thread:
+        def write() -> None:
+            with store.transaction(project=project):
+                store.db.execute("INSERT INTO meta(key, value) VALUES(?, ?)", (f"test-{id(store)}", b"written"))
+
+        thread = threading.Thread(target=write, daemon=True)
+        thread.start()
+        return thread
+
+    try:
+        with holder.transaction(project="project-1"):
+            beside = writer(other, "project-2")
+            beside.join(timeout=20)
+            assert not beside.is_alive(), "another project's write waited for this one"
+            in_turn, everything = writer(same, "project-1"), writer(whole, None)
+            in_turn.join(timeout=1)
+            everything.join(timeout=0.1)
+            assert in_turn.is_alive() and everything.is_alive(), "a write of the same project, or of any, went first"
+        for thread in (in_turn, everything):
+            thread.join(timeout=20)
+            assert not thread.is_alive()
+        with psycopg.connect(store_url) as conn:
+            written = conn.execute("SELECT count(*) FROM meta WHERE key LIKE 'test-%'").fetchone()
+        assert written == (3,)
+    finally:
+        for store in stores:
+            store.close()

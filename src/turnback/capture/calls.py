@@ -13,6 +13,7 @@ A harness that writes files itself uses :class:`CallRecorder`:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -40,6 +41,11 @@ class CallTarget(NamedTuple):
     project: Project
     turn: Turn
     incognito: bool
+
+    def writes(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
+        """A write transaction of the call's records, which are its project's alone: in a store shared by many
+        sessions, it waits only for that project's writes (``StoreBackend.transaction``)."""
+        return self.store.transaction(durable=durable, project=self.project.id)
 
 
 class Location(NamedTuple):
@@ -273,7 +279,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
     store = target.store
     overlap: _Overlap | None = None
     try:
-        with store.transaction():
+        with target.writes():
             changes, act = prepare()
             call_id = store.create_call(target.turn, tool, _kept_input(target, raw_input))
             change_ids = []
@@ -307,7 +313,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
             act()
     except BaseException as exc:
         outcome = Message("failed_write_holds_before")
-        with store.transaction():
+        with target.writes():
             for change_id, change in zip(change_ids, changes, strict=False):
                 try:
                     actual = capture_state(change.where.tree, change.where.rel, store)
@@ -330,7 +336,7 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
             ) from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
-    with store.transaction(durable=False):
+    with target.writes(durable=False):
         store.finish_call(call_id, "done")
     return call_id
 
@@ -594,7 +600,7 @@ class CallRecorder:
 
     @classmethod
     def begin(cls, target: CallTarget, tool: str, raw_input: str | None) -> CallRecorder:
-        with target.store.transaction():
+        with target.writes():
             call_id = target.store.create_call(target.turn, tool, _kept_input(target, raw_input))
         return cls(target, call_id)
 
@@ -606,7 +612,7 @@ class CallRecorder:
         if self.target.incognito:
             return
         store = self.target.store
-        with store.transaction():
+        with self.target.writes():
             recorded = {change.path for change in store.changes_of_call(self.id)}
             if where.recorded in recorded:
                 return
@@ -640,7 +646,7 @@ class CallRecorder:
         if self.target.incognito:
             return
         store = self.target.store
-        with store.transaction():
+        with self.target.writes():
             recorded: dict[str, Change] = {change.path: change for change in store.changes_of_call(self.id)}
             if where.recorded not in recorded:
                 raise UsageError(Message("call_after_without_before", path=where.recorded))
@@ -655,7 +661,7 @@ class CallRecorder:
                     store.set_change_after(change.id, actual, partial=False)
 
     def finish(self, *, failed: Message | None = None) -> None:
-        with self.target.store.transaction():
+        with self.target.writes():
             self.target.store.finish_call(self.id, "failed" if failed else "done", failed)
 
 

@@ -98,13 +98,7 @@ class Context:
 
     @cached_property
     def engine(self) -> Engine:
-        return Engine.open(
-            self.home,
-            key_secret=turnback.env_key_secret(),
-            try_keyring=turnback.keyring_allowed(),
-            store_url=self.store_url,
-            host_id=turnback.env_host_id(),
-        )
+        return turnback.open(self.home, store_url=self.store_url)
 
     def close(self) -> None:
         if "engine" in self.__dict__:

@@ -258,11 +258,13 @@ class Engine(_CommandVerbs):
         confined: bool = False,
         store_url: str | None = None,
         host_id: str | None = None,
+        host_lease_s: float | None = None,
     ) -> Engine:
         """Open the store in *home* (creating it on first use) with the given key secret, if any.
 
         *store_url* (else ``store.url`` in the folder's config.toml): a PostgreSQL database that holds the
-        store, *home* keeping what stays on this host; *host_id* stands for this machine's id there."""
+        store, *home* keeping what stays on this host; *host_id* stands for this machine's id there, *host_lease_s*
+        for the length of its lease (``store/hosts.py``)."""
         from turnback.config import configured_store_url
 
         kwargs = {"clock": clock} if clock else {}
@@ -273,6 +275,7 @@ class Engine(_CommandVerbs):
             try_keyring=try_keyring,
             ids=ids,
             host_id=host_id,
+            host_lease_s=host_lease_s,
             **kwargs,
         )
         try:
@@ -293,6 +296,11 @@ class Engine(_CommandVerbs):
     @property
     def home(self) -> str:
         return self.store.home
+
+    @property
+    def store_url(self) -> str | None:
+        """The PostgreSQL database that holds the store; None for the folder's own SQLite file."""
+        return self.store.database_url
 
     def load(self, blob: BlobId) -> bytes:
         """The content stored under *blob*."""

@@ -56,10 +56,11 @@ CONNECT_TIMEOUT_S = 0.3  # a relay this user runs accepts at once; past this, th
 READ_TIMEOUT_S = 5.0
 SOCKET_NAME = "hook-relay.sock"
 LOCK_NAME = "hook-relay.lock"
-SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING")  # what else decides how the store opens
+# What else decides how the store opens: its key, the keyring, the database that holds it, and this host in it.
+SAME_STORE_ENV = ("TURNBACK_KEY", "TURNBACK_NO_KEYRING", "TURNBACK_STORE", "TURNBACK_HOST_ID", "TURNBACK_HOST_LEASE_S")
 # A hook's request: this tag, the caller's fields and the environment's (see _request), each ended by a NUL,
 # then the event as it came. A request without it is an older hook's JSON, which the relay does not take.
-REQUEST_TAG = b"turnback-hook-request 3"
+REQUEST_TAG = b"turnback-hook-request 4"
 CALLER_FIELDS = 6  # the harness, parent pid, cwd, CLAUDE_PROJECT_DIR, the hook's start, CLAUDE_ENV_FILE
 # The relay's reply: TAKEN once it has read the request and will handle the event, then the length of what
 # goes to stdout, a newline, stdout's and stderr's text (UTF-8); or NOT_TAKEN. An older relay sends nothing.

@@ -428,7 +428,7 @@ class Tools:
     def run_command_at(self, command: str, workdir: str, timeout: float | None, job: CommandJob) -> str:
         """Run *command* with an engine of its own, so this may run in a worker thread (an SQLite connection
         serves the thread that opened it) while the server's engine answers other calls; *job* can stop it."""
-        engine = turnback.open(self.engine.home, confined=True)
+        engine = turnback.open(self.engine.home, confined=True, store_url=self.engine.store_url)
         try:
             return self._run_command_with(engine, command, workdir, timeout, job)
         finally:
@@ -794,8 +794,16 @@ async def run_command_served(tools: Tools, command: str, timeout: float | None, 
         raise
 
 
-def serve(root: str, *, home: str | None = None, title: str | None = None, lang: str | None = None) -> None:
-    """Serve the tools for the folder *root* over stdio until the client disconnects.
+def serve(
+    root: str,
+    *,
+    home: str | None = None,
+    store_url: str | None = None,
+    title: str | None = None,
+    lang: str | None = None,
+) -> None:
+    """Serve the tools for the folder *root* over stdio until the client disconnects; the store is *home*'s, or
+    in the database *store_url* (``turnback --store postgresql://… mcp``).
 
     Results and errors are worded in one language for the whole session: *lang* (``--lang``), else what
     :func:`turnback.pick_language` finds (``TURNBACK_LANG``, ``lang`` in config.toml, the locale).
@@ -803,7 +811,7 @@ def serve(root: str, *, home: str | None = None, title: str | None = None, lang:
     real_root = os.path.realpath(root)
     if not os.path.isdir(real_root):
         raise turnback.UsageError(Message("mcp_root_not_folder", path=root))
-    engine = turnback.open(home, confined=True)
+    engine = turnback.open(home, confined=True, store_url=store_url)
     try:
         language.set(turnback.pick_language(lang, engine.home))
         session = engine.new_session(real_root, title=title or "MCP client")

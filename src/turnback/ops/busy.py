@@ -2,9 +2,11 @@
 
 A turn runs from ``turn begin`` to ``turn end``; it is held by a process
 (the harness that began it). When that process is gone, the turn no longer
-blocks anything: it is marked ``interrupted``. The apply lock is an
-``flock`` on a file in the store's ``locks/`` folder, so the kernel frees
-it when its holder dies, however it dies.
+blocks anything: it is marked ``interrupted``. In a store shared by hosts,
+only the project's own host sees its processes; another host takes them to
+run while that host renews its lease, and to have ended once it ran out.
+The apply lock is an ``flock`` on a file in the store's ``locks/`` folder,
+so the kernel frees it when its holder dies, however it dies.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import json
 import os
 import time
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from turnback.catalog import Message
 from turnback.errors import BusyError
@@ -24,37 +27,50 @@ from turnback.procs import parent_and_name, process_alive
 from turnback.store.api import StoreBackend
 
 
-def _holder_ended(turn: Turn, holder_start: int | None) -> bool:
-    return turn.holder_pid is not None and not process_alive(turn.holder_pid, holder_start)
+class _Holders(NamedTuple):
+    """Who can tell whether a project's processes (the holders of its turns, busy marks and commands) run."""
+
+    here: bool  # they are this host's: their process ids say
+    gone: bool  # they are another host's, whose lease ran out: that host died, and they with it
+
+    def ended(self, pid: int | None, pid_start: int | None) -> bool:
+        """Whether the holder *pid* (started at *pid_start*) ended. Another host's live processes are not seen
+        from here: taken to run."""
+        if self.gone:
+            return True
+        return self.here and pid is not None and not process_alive(pid, pid_start)
 
 
-def _pids_here(store: StoreBackend, project_id: ProjectId) -> bool:
-    """Whether the project's process ids are this host's: in a store shared by hosts, a turn or command of a
-    project on another host is held by a process there, which this host cannot see (it is taken to run)."""
-    return store.project(project_id).other_host is None
+def _holders(store: StoreBackend, project_id: ProjectId) -> _Holders:
+    """In a store shared by hosts, a turn or command of a project on another host is held by a process there,
+    which this host cannot see: it is taken to run while that host renews its lease, and to have ended once the
+    lease ran out."""
+    project = store.project(project_id)
+    return _Holders(here=project.other_host is None, gone=project.other_host_gone)
 
 
-def _session_pids_here(store: StoreBackend, session_id: SessionId) -> bool:
-    return _pids_here(store, store.session(session_id).project_id)
+def _session_holders(store: StoreBackend, session_id: SessionId) -> _Holders:
+    return _holders(store, store.session(session_id).project_id)
 
 
 def live_running_turns(store: StoreBackend, session_id: SessionId) -> list[Turn]:
     """The session's running turns whose holder lives (one whose holder ended runs no more)."""
-    here = _session_pids_here(store, session_id)
+    holders = _session_holders(store, session_id)
     return [
         turn
         for turn, holder_start in store.running_turns(session_id)
-        if not (here and _holder_ended(turn, holder_start))
+        if not holders.ended(turn.holder_pid, holder_start)
     ]
 
 
 def settle_running_turns(store: StoreBackend, session_id: SessionId) -> tuple[list[Turn], list[Turn]]:
     """Mark the session's running turns whose holder has ended as interrupted; the turns marked, and the
     running turns whose holder lives (one look at the turns for both). In a store shared by hosts, the turns of
-    a project on another host are held by processes there: taken to run, never ended from here."""
-    here = _session_pids_here(store, session_id)
+    a project on another host are held by processes there: taken to run, never ended from here, until that
+    host's lease ran out."""
+    holders = _session_holders(store, session_id)
     running = [
-        (turn, here and _holder_ended(turn, holder_start)) for turn, holder_start in store.running_turns(session_id)
+        (turn, holders.ended(turn.holder_pid, holder_start)) for turn, holder_start in store.running_turns(session_id)
     ]
     ended = [turn for turn, gone in running if gone]
     for turn in ended:
@@ -141,7 +157,10 @@ def _command_text(call: Call) -> str:
 
 def _command_states(store: StoreBackend, project_id: ProjectId) -> tuple[list[Call], list[Call]]:
     live, orphaned = [], []
-    if not _pids_here(store, project_id):
+    holders = _holders(store, project_id)
+    if holders.gone:
+        return [], []  # they ended with their host; only that host can record what they changed
+    if not holders.here:
         return [command.call for command in store.running_commands(project_id)], []
     for call, pid_start, watcher, watcher_start in store.running_commands(project_id):
         command_alive = call.pid is not None and process_alive(call.pid, pid_start)
@@ -178,9 +197,9 @@ def refuse_if_busy(store: StoreBackend, session_id: SessionId) -> None:
         if turn.holder_pid:
             raise BusyError(Message("busy_turn_held", number=turn.number, pid=turn.holder_pid))
         raise BusyError(Message("busy_turn", number=turn.number))
-    here = _session_pids_here(store, session_id)
+    holders = _session_holders(store, session_id)
     for _, reason, pid, pid_start in store.busy_marks(session_id):
-        if here and pid is not None and not process_alive(pid, pid_start):
+        if holders.ended(pid, pid_start):
             continue  # its holder ended without ending it (see remove_dead_busy_marks)
         if pid:
             raise BusyError(Message("busy_mark_held", reason=Message.loads(reason), pid=pid))
@@ -199,10 +218,9 @@ def refuse_if_busy(store: StoreBackend, session_id: SessionId) -> None:
 
 def remove_dead_busy_marks(store: StoreBackend, session_id: SessionId) -> None:
     """Remove the session's busy marks whose holder ended without ending them."""
-    if not _session_pids_here(store, session_id):
-        return
+    holders = _session_holders(store, session_id)
     for mark_id, _, pid, pid_start in store.busy_marks(session_id):
-        if pid is not None and not process_alive(pid, pid_start):
+        if holders.ended(pid, pid_start):
             with store.transaction():
                 store.remove_busy_mark(mark_id)
 

@@ -522,8 +522,14 @@ class StoreBackend(
     @property
     def log_path(self) -> str: ...
 
-    def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
-        """One write transaction, its lock taken before the first read; nested calls join it."""
+    def transaction(
+        self, *, durable: bool = True, project: ProjectId | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """One write transaction, its lock taken before the first read; nested calls join it.
+
+        *project*: it writes that project's records only (a file tool's call), and reads nothing another
+        project's writes could change: it then waits only for the writes of that project and for unscoped
+        ones, where the server can tell them apart (PostgreSQL); SQLite has one writer at a time anyway."""
 
     def session_lock(self, session_id: SessionId) -> contextlib.AbstractContextManager[None]:
         """Held while an operation applies to the session, beside the lock file in :attr:`locks_dir` (which

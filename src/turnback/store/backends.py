@@ -26,9 +26,11 @@ def open_store(
     clock: Callable[[], int] = time.time_ns,
     ids: IdSource | None = None,
     host_id: str | None = None,
+    host_lease_s: float | None = None,
 ) -> StoreBackend:
     """The store in *home* (SQLite), or in the database at *url* with *home* as this host's folder (trash, locks,
-    log); *host_id* stands for this machine's id (``TURNBACK_HOST_ID``)."""
+    log); *host_id* stands for this machine's id (``TURNBACK_HOST_ID``), *host_lease_s* for the length of its
+    lease (``TURNBACK_HOST_LEASE_S``)."""
     if url is None:
         from turnback.store.store import Store
 
@@ -40,7 +42,13 @@ def open_store(
     except ImportError as exc:
         raise StoreError(Message("pg_extra_missing", reason=str(exc))) from exc
     return PgStore.open(
-        url, home, key_secret=key_secret, try_keyring=try_keyring, clock=clock, ids=ids, host=local_host(host_id)
+        url,
+        home,
+        key_secret=key_secret,
+        try_keyring=try_keyring,
+        clock=clock,
+        ids=ids,
+        host=local_host(host_id, host_lease_s),
     )
 
 

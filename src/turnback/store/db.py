@@ -94,8 +94,9 @@ class Database:
             self.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = True) -> Iterator[None]:
-        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one.
+    def transaction(self, *, durable: bool = True, project: str | None = None) -> Iterator[None]:
+        """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one. *project* changes
+        nothing: SQLite has one writer at a time, whatever it writes.
 
         ``durable=False`` commits with ``synchronous=NORMAL``: the commit is
         atomic and consistent but may be lost on power failure (the next

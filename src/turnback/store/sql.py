@@ -35,7 +35,9 @@ class SqlDatabase(Protocol):
     def all(self, sql: str, params: Params = ()) -> list[Any]:
         """Every row, each its columns by name."""
 
-    def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]: ...
+    def transaction(
+        self, *, durable: bool = True, project: str | None = None
+    ) -> contextlib.AbstractContextManager[None]: ...
 
     def truncate_log(self) -> None: ...
 

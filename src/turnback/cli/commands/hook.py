@@ -8,8 +8,12 @@ blocks the agent.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+from collections.abc import Iterator
 
 from turnback.cli import _common
+from turnback.home import ENV_HOME, ENV_STORE
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -25,7 +29,31 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     )
 
 
+@contextlib.contextmanager
+def _store_in_environment(ctx: _common.Context) -> Iterator[None]:
+    """``--store`` handed to the adapters as an agent's launcher hands them the store: in the environment, where
+    each event reads it (the relay's long-lived process reads each event's so); as it was again after."""
+    given = {ENV_HOME: ctx.home, ENV_STORE: ctx.store_url}
+    saved = {name: os.environ.get(name) for name in given}
+    for name, value in given.items():
+        if value is not None:
+            os.environ[name] = value
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
+    with _store_in_environment(ctx):
+        return _handle(ctx, args)
+
+
+def _handle(ctx: _common.Context, args: argparse.Namespace) -> int:
     if args.harness == "codex":
         from turnback.hooks.codex import run as handle_codex
 

@@ -33,5 +33,5 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         from turnback.mcp.server import serve
     except ImportError as exc:
         raise UsageError(Message("mcp_package_missing")) from exc
-    serve(args.root, home=ctx.home, title=args.title, lang=getattr(args, "lang", None))
+    serve(args.root, home=ctx.home, store_url=ctx.store_url, title=args.title, lang=getattr(args, "lang", None))
     return 0

@@ -58,7 +58,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     if remote and not args.allow_remote:
         raise UsageError(Message("serve_remote_needs_flag", host=args.host))
     token = env_web_token() or secrets.token_urlsafe(32)
-    home = ctx.home
+    home, store_url = ctx.home, ctx.store_url
     lang = turnback.pick_language(getattr(args, "lang", None), home)
 
     def started(url: str, port: int) -> None:
@@ -69,7 +69,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         ctx.out.flush()
 
     def open_engine() -> turnback.Engine:
-        return turnback.Engine.open(home, key_secret=turnback.env_key_secret(), try_keyring=turnback.keyring_allowed())
+        return turnback.open(home, store_url=store_url)
 
     try:
         server.serve(

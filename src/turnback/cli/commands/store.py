@@ -40,6 +40,7 @@ def _open(ctx: _common.Context, location: str) -> Engine:
         try_keyring=turnback.keyring_allowed(),
         store_url=location if database else None,
         host_id=turnback.env_host_id(),
+        host_lease_s=turnback.env_host_lease_s(),
     )
 
 

@@ -1,10 +1,17 @@
-"""The PostgreSQL connection: the queries' ``?`` as psycopg's placeholders, one write lock, and busy as busy.
+"""The PostgreSQL connection: the queries' ``?`` as psycopg's placeholders, the write locks, and busy as busy.
 
-``transaction()`` takes a transaction-scoped advisory lock (one per
-database) before its first statement, as SQLite's ``BEGIN IMMEDIATE`` takes
-the write lock: a check and the write that depends on it are one step
-across every process on every host, and reads see everything committed
-before it. Reads outside a transaction run as single statements. A process
+``transaction()`` takes a transaction-scoped advisory lock before its first
+statement, as SQLite's ``BEGIN IMMEDIATE`` takes the write lock: a check and
+the write that depends on it are one step across every process on every
+host, and reads see everything committed before it. The database's write
+lock is taken exclusive by a transaction that may touch anything; a
+transaction of one project's records (``project=``: a file tool's call)
+takes it shared, and that project's lock exclusive: the calls of different
+projects (the sessions of a fleet) commit side by side, as they could not
+on one write lock, while each project's records still see one writer at a
+time (the order of its calls is the order they were written in) and
+anything unscoped (``gc``, the cap's eviction, an undo's plan) still waits
+for every writer. Reads outside a transaction run as single statements. A process
 that keeps connections (an MCP or web server opening a store per request)
 takes them from a pool per database.
 """
@@ -13,6 +20,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from decimal import Decimal
@@ -34,6 +42,7 @@ LOCK_TIMEOUT_MS = 60_000  # as long as SQLite's busy timeout: then "busy", never
 CONNECT_TIMEOUT_S = 10
 # The advisory locks' namespace ("turn" in ASCII); the second key is 0 for the write lock, a session's hash else.
 LOCK_SPACE = 0x7475726E
+PROJECT_LOCK_SPACE = 0x7475726F  # a project's write lock: the second key is a hash of its id
 WRITE_LOCK = 0
 SCHEMA_LOCK = 1  # held while the tables are made or migrated
 CHANGES_CHANNEL = "turnback_changes"  # every write transaction notifies it (LISTEN/NOTIFY): live views wake on it
@@ -69,6 +78,11 @@ def _placeholders(sql: str) -> str:
     return sql.replace("%", "%%").replace("?", "%s")
 
 
+def _project_lock_key(project: str) -> int:
+    """A project's lock key: 32 bits of a hash of its id (signed, as the server's advisory lock keys are)."""
+    return int.from_bytes(hashlib.blake2b(project.encode(), digest_size=4).digest(), "big", signed=True)
+
+
 def _said(exc: Exception) -> str:
     """What the server or libpq said, on one line (its messages span several, with tabs)."""
     return " ".join(str(exc).split())
@@ -84,9 +98,14 @@ def _map_error(exc: psycopg.Error) -> Exception:
     return StoreError(Message("store_database_failed", reason=_said(exc)))
 
 
+# The server asks a silent host's connection after a minute, then every 10 s, 6 times: a host that died (no FIN
+# sent) loses its connection, and the session locks it held, in some two minutes rather than TCP's two hours.
+KEEPALIVE_SETTINGS = "SET tcp_keepalives_idle = 60; SET tcp_keepalives_interval = 10; SET tcp_keepalives_count = 6"
+
+
 def _configure(conn: Connection) -> None:
     conn.adapters.register_loader("numeric", _WholeNumber)
-    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}")
+    conn.execute(f"SET lock_timeout = {LOCK_TIMEOUT_MS}; {KEEPALIVE_SETTINGS}")
 
 
 if TYPE_CHECKING:
@@ -211,11 +230,13 @@ class PgDatabase:
         """PostgreSQL recycles its own write-ahead log: nothing to give back here."""
 
     @contextlib.contextmanager
-    def transaction(self, *, durable: bool = True) -> Iterator[None]:
-        """One write transaction, the database's write lock taken first; nested calls join the outer one.
+    def transaction(self, *, durable: bool = True, project: str | None = None) -> Iterator[None]:
+        """One write transaction, the database's write lock taken first (shared, and *project*'s exclusive,
+        for one project's records); nested calls join the outer one, whatever they say.
 
         ``durable=False`` commits without waiting for the server's log to reach its disk
-        (``synchronous_commit=off``): atomic, possibly lost if the server's machine loses power.
+        (``synchronous_commit=off``): atomic, possibly lost if the server's machine loses power. The
+        statements that begin it go in one round trip, as do the notification and the commit.
         """
         if self._depth:
             self._depth += 1
@@ -225,11 +246,16 @@ class PgDatabase:
                 self._depth -= 1
             return
         self._reconnect_if_lost()
+        begin = ["BEGIN"]
+        if not durable:
+            begin.append("SET LOCAL synchronous_commit = off")
+        if project is None:
+            begin.append(f"SELECT pg_advisory_xact_lock({LOCK_SPACE}, {WRITE_LOCK})")
+        else:  # the write lock first, always: no two transactions wait for each other's second lock
+            begin.append(f"SELECT pg_advisory_xact_lock_shared({LOCK_SPACE}, {WRITE_LOCK})")
+            begin.append(f"SELECT pg_advisory_xact_lock({PROJECT_LOCK_SPACE}, {_project_lock_key(project)})")
         try:
-            self._conn.execute("BEGIN")
-            if not durable:
-                self._conn.execute("SET LOCAL synchronous_commit = off")
-            self._conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SPACE, WRITE_LOCK))
+            self._conn.execute("; ".join(begin))
         except psycopg.Error as exc:
             self._rollback()
             raise _map_error(exc) from exc
@@ -242,8 +268,7 @@ class PgDatabase:
             raise
         self._depth = 0
         try:
-            self._conn.execute("SELECT pg_notify(%s, '')", (CHANGES_CHANNEL,))  # sent when the commit is
-            self._conn.execute("COMMIT")
+            self._conn.execute(f"SELECT pg_notify('{CHANGES_CHANNEL}', ''); COMMIT")  # sent when the commit is
         except psycopg.Error as exc:
             self._rollback()
             raise _map_error(exc) from exc

@@ -7,10 +7,15 @@ COLLATE "C"`` so they sort by their bytes as SQLite sorts them. Two things
 SQLite has without asking are columns here: ``calls.rowid`` (the order calls
 were written in) and identity keys. And what one store shared by many hosts
 needs: ``hosts`` (each host's keyed machine id and its sealed name), and the
-host each project lives on.
+host each project lives on; and each host's lease (``store/hosts.py``).
 """
 
 from __future__ import annotations
+
+from turnback.store.hosts import HOST_LEASE_S
+
+# Now, in nanoseconds, by the server's clock: the one clock every host that shares the store agrees on.
+SERVER_NOW_NS = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000000000)::BIGINT"
 
 MIGRATIONS: list[list[str]] = [
     # 1: the SQLite schema's migrations 1 to 8, and the hosts that share the store
@@ -175,8 +180,14 @@ MIGRATIONS: list[list[str]] = [
             path_id BYTEA NOT NULL,
             PRIMARY KEY(session_id, path_id))""",
     ],
+    # 2: each host's lease (the server's clock, in nanoseconds): past it, its running turns no longer block.
+    # The hosts known before it get one lease from now, as if each had just renewed it.
+    [
+        "ALTER TABLE hosts ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0",
+        f"UPDATE hosts SET lease_until = {SERVER_NOW_NS} + {int(HOST_LEASE_S * 1e9)}",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "SERVER_NOW_NS"]

@@ -4,9 +4,10 @@
 same query classes as the SQLite store (``store/sqlite/``, written in the SQL
 both speak) on a :class:`PgDatabase`; what differs is here: opening (the key
 check in the database's ``meta``, the key itself never sent), the host each
-project lives on, a session's lock across hosts, and what ``verify`` and
-``gc`` ask of the server. The store folder on each host keeps what stays
-local: the trash, the lock files, the log, a key file if the store has one.
+project lives on and the lease each host renews (``store/hosts.py``), a
+session's lock across hosts, and what ``verify`` and ``gc`` ask of the
+server. The store folder on each host keeps what stays local: the trash, the
+lock files, the log, a key file if the store has one.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from turnback.model import IdSource, Project, ProjectId, SessionId, short_id
 from turnback.store.crypto import Crypto
 from turnback.store.hosts import LocalHost, local_host
 from turnback.store.postgres.database import PgDatabase
-from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION
+from turnback.store.postgres.lease import RENEW_LEASE, hold_lease, lease_ns, release_lease
+from turnback.store.postgres.schema import MIGRATIONS, SCHEMA_VERSION, SERVER_NOW_NS
 from turnback.store.records import DanglingReference, FreeSpace, SchemaObject
 from turnback.store.sqlite.activity import ActivityQueries
 from turnback.store.sqlite.base import SqliteRecords
@@ -60,6 +62,7 @@ class PgOpening(SqliteRecords):
     database_url: str | None
     host: LocalHost
     host_key: bytes  # this host's keyed id, as the database knows it
+    lease_held = False  # whether this store has this process renew the host's lease (until it is closed)
 
     @classmethod
     def open(
@@ -89,14 +92,24 @@ class PgOpening(SqliteRecords):
         except BaseException:
             db.close()
             raise
+        hold_lease(url, store.host, store.host_key)
+        store.lease_held = True
         return store
+
+    def close(self) -> None:
+        if self.lease_held:  # once, however often the store is closed
+            self.lease_held = False
+            release_lease(self.pg.url, self.host_key)
+        super().close()
 
     def adopt_keys(self) -> None:
         """This host as the copied keys know it (its keyed id and sealed name follow the keys)."""
         super().adopt_keys()
         self.db.execute("DELETE FROM hosts WHERE id=?", (self.host_key,))
+        release_lease(self.pg.url, self.host_key)
         self.host_key = self.crypto.path_id("host", self.host.id)
         self._record_host()
+        hold_lease(self.pg.url, self.host, self.host_key)
 
     def identities_follow(self, tables: tuple[str, ...]) -> None:
         """After rows were copied with their integer ids: each table's identity counts on from its largest."""
@@ -106,13 +119,18 @@ class PgOpening(SqliteRecords):
             )
 
     def _record_host(self) -> None:
-        if self.db.one("SELECT 1 FROM hosts WHERE id=?", (self.host_key,)):
-            return
-        with self.transaction():
-            self.db.execute(
-                "INSERT INTO hosts(id, name_enc, created_at) VALUES(?,?,?) ON CONFLICT DO NOTHING",
-                (self.host_key, self._seal(self.host.name, f"hosts.name:{self.host_key.hex()}"), self.now()),
-            )
+        """This host in ``hosts`` (on its first opening), its lease renewed when a ``renew_s`` passed since."""
+        lease = lease_ns(self.host)
+        row = self.db.one(f"SELECT lease_until - {SERVER_NOW_NS} AS lease_left FROM hosts WHERE id=?", (self.host_key,))
+        if row is None:
+            with self.transaction():
+                self.db.execute(
+                    "INSERT INTO hosts(id, name_enc, created_at, lease_until)"
+                    f" VALUES(?,?,?,{SERVER_NOW_NS} + ?) ON CONFLICT DO NOTHING",
+                    (self.host_key, self._seal(self.host.name, f"hosts.name:{self.host_key.hex()}"), self.now(), lease),
+                )
+        elif row["lease_left"] < lease - self.host.renew_s * 1e9:
+            self.db.execute(RENEW_LEASE, (lease, self.host_key))  # one row: no lock to take
 
     def __enter__(self) -> Self:
         return self
@@ -139,7 +157,8 @@ class PgOpening(SqliteRecords):
 
 
 class PgProjectQueries(ProjectQueries, PgOpening):
-    """A project lives on one host: its root is found only from there, and names that host elsewhere."""
+    """A project lives on one host: its root is found only from there, and names that host elsewhere (and
+    whether its lease ran out)."""
 
     def _root_id(self, root: str) -> bytes:
         return self.crypto.path_id("root:" + self.host_key.hex(), root)
@@ -152,7 +171,8 @@ class PgProjectQueries(ProjectQueries, PgOpening):
 
     def project(self, project_id: ProjectId) -> Project:
         row = self.db.one(
-            "SELECT projects.id AS id, root_enc, host_id, hosts.name_enc AS host_name_enc"
+            "SELECT projects.id AS id, root_enc, host_id, hosts.name_enc AS host_name_enc,"
+            f" hosts.lease_until < {SERVER_NOW_NS} AS lease_ended"
             " FROM projects JOIN hosts ON hosts.id = projects.host_id WHERE projects.id=?",
             (project_id,),
         )
@@ -164,7 +184,8 @@ class PgProjectQueries(ProjectQueries, PgOpening):
         if host_id == self.host_key:
             return Project(ProjectId(row["id"]), root)
         other = self._open(bytes(row["host_name_enc"]), f"hosts.name:{host_id.hex()}")
-        return Project(ProjectId(row["id"]), root, other_host=other or host_id.hex()[:12])
+        name = other or host_id.hex()[:12]
+        return Project(ProjectId(row["id"]), root, other_host=name, other_host_gone=bool(row["lease_ended"]))
 
 
 class PgMaintenanceQueries(MaintenanceQueries, PgOpening):

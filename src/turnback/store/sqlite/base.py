@@ -19,6 +19,7 @@ from turnback.model import (
     IdSource,
     OpKind,
     OpStatus,
+    ProjectId,
     RowAction,
     RowStatus,
     StateKind,
@@ -139,9 +140,11 @@ class SqliteRecords:
     def close(self) -> None:
         self.db.close()
 
-    def transaction(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
-        """One write transaction on the store (``BEGIN IMMEDIATE``); nested calls join it."""
-        return self.db.transaction(durable=durable)
+    def transaction(
+        self, *, durable: bool = True, project: ProjectId | None = None
+    ) -> contextlib.AbstractContextManager[None]:
+        """One write transaction on the store (``BEGIN IMMEDIATE``: SQLite's one writer); nested calls join it."""
+        return self.db.transaction(durable=durable, project=project)
 
     def adopt_keys(self) -> None:
         """After ``crypto`` was replaced by a copied store's keys: what is sealed or keyed with them follows."""
