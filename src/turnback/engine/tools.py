@@ -270,20 +270,24 @@ class FileTools:
                 refused[index] = Message("copy_unreadable", why=exc.message)
                 continue
             sized.append((index, entry.size))
-        kept = maintenance.turn_kept_bytes(self._store, target.turn.id) if sized else 0
-        needed = kept
-        for index, size in sized:
-            if needed + size <= max_mib << 20:
-                needed += size
-                continue
-            if size <= max_mib << 20 and self._already_kept(wheres[index]):
-                continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
-            refused[index] = Message(
-                "copy_over_cap_beside_turn" if kept else "copy_over_cap",
-                size=human_size(size),
-                max_mib=max_mib,
-                kept=human_size(kept),
-            )
+        # The exact figure reads every copy of the turn: read it only when a bound that costs nothing while no
+        # other process writes says a copy may not fit.
+        cap = max_mib << 20
+        if sized and self._store.turn_kept_bytes_at_most(target.turn.id) + sum(size for _, size in sized) > cap:
+            kept = maintenance.turn_kept_bytes(self._store, target.turn.id)
+            needed = kept
+            for index, size in sized:
+                if needed + size <= cap:
+                    needed += size
+                    continue
+                if size <= cap and self._already_kept(wheres[index]):
+                    continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
+                refused[index] = Message(
+                    "copy_over_cap_beside_turn" if kept else "copy_over_cap",
+                    size=human_size(size),
+                    max_mib=max_mib,
+                    kept=human_size(kept),
+                )
         if not refused:
             return list(wheres)
         if not uncovered:

@@ -416,6 +416,10 @@ class MaintenanceStore(Protocol):
     def turn_kept_bytes(self, turn_id: str) -> int:
         """The content size of the copies the turn's calls keep (each copy once)."""
 
+    def turn_kept_bytes_at_most(self, turn_id: str) -> int:
+        """No less than :meth:`turn_kept_bytes`, and cheaper to ask again and again: a file tool's cap check
+        reads the exact figure only when this one says a copy may not fit."""
+
     def newest_turn_ids(self) -> set[str]:
         """Every running turn, and the turn that ended last."""
 
