@@ -33,13 +33,18 @@ MAX_INPUT_TEXT = 4 * 1024
 
 
 class CallTarget(NamedTuple):
-    """Where a file-tool call runs: the store, the project's tree, the running turn."""
+    """Where a file-tool call runs: the store, the project's tree, the running turn.
+
+    *done_later*: where a turn that runs only while its call does (an MCP server's tool turn) collects its
+    calls, to mark them done in the write that ends it, rather than in a write of their own.
+    """
 
     store: StoreBackend
     tree: Tree
     project: Project
     turn: Turn
     incognito: bool
+    done_later: list[CallId] | None = None
 
 
 class Location(NamedTuple):
@@ -330,8 +335,11 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
             ) from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
-    with store.transaction(durable=False):
-        store.finish_call(call_id, "done")
+    if target.done_later is not None:
+        target.done_later.append(call_id)
+    else:
+        with store.transaction(durable=False):
+            store.finish_call(call_id, "done")
     return call_id
 
 

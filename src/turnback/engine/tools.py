@@ -109,9 +109,12 @@ class FileTools:
     def target(self, session_id: SessionId) -> CallTarget:
         """Where a call of the session is recorded: its project's tree and its running turn."""
         session = self._store.session(session_id)
-        turn = self._engine._sessions.current_turn(session_id)
-        project = self._engine._sessions.project_of(session)
-        return CallTarget(self._store, Tree(project.root), project, turn, session.incognito)
+        sessions = self._engine._sessions
+        turn = sessions.current_turn(session_id)
+        project = sessions.project_of(session)
+        return CallTarget(
+            self._store, Tree(project.root), project, turn, session.incognito, sessions.done_later(session_id)
+        )
 
     def _writable(
         self, session_id: SessionId, target: CallTarget, path: str, cwd: str | None, *, follow_last: bool = True

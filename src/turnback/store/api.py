@@ -200,6 +200,9 @@ class TurnStore(Protocol):
 
     def turn_by_number(self, session_id: SessionId, number: int) -> Turn: ...
 
+    def last_turn(self, session_id: SessionId) -> Turn | None:
+        """The session's turn with the highest number, if it has any."""
+
     def turns_with_changes(self, session_id: SessionId) -> set[str]:
         """Ids of the session's turns that recorded at least one change of a file or a git ref."""
 
