@@ -21,7 +21,7 @@ from turnback.errors import (
     error_message,
 )
 from turnback.fsio import Tree
-from turnback.model import Call, SessionId
+from turnback.model import Call, Project, SessionId
 
 from .values import TextEdited
 
@@ -105,16 +105,20 @@ class FileTools:
     def __init__(self, engine: Engine):
         self._engine = engine
         self._store = engine.store
+        # Each session's project and whether it is incognito, read once: neither ever changes (an MCP server
+        # writes in one session all along, and each call would read both again).
+        self._session_places: dict[SessionId, tuple[Project, bool]] = {}
 
     def target(self, session_id: SessionId) -> CallTarget:
         """Where a call of the session is recorded: its project's tree and its running turn."""
-        session = self._store.session(session_id)
         sessions = self._engine._sessions
         turn = sessions.current_turn(session_id)
-        project = sessions.project_of(session)
-        return CallTarget(
-            self._store, Tree(project.root), project, turn, session.incognito, sessions.done_later(session_id)
-        )
+        place = self._session_places.get(session_id)
+        if place is None:
+            session = self._store.session(session_id)
+            place = self._session_places[session_id] = (sessions.project_of(session), session.incognito)
+        project, incognito = place
+        return CallTarget(self._store, Tree(project.root), project, turn, incognito, sessions.done_later(session_id))
 
     def _writable(
         self, session_id: SessionId, target: CallTarget, path: str, cwd: str | None, *, follow_last: bool = True
