@@ -62,7 +62,7 @@ _CHANGE_COLUMNS = (
 
 def _copy_bytes(state: FileState | None) -> int:
     """The content size a state's copy keeps, if it names one."""
-    return state.size or 0 if state is not None and state.blob is not None else 0
+    return (state.size or 0) if state is not None and state.blob is not None else 0
 
 
 class CallQueries(SqliteRecords):
