@@ -4,9 +4,13 @@ Each server gets its own fresh folder; the client (the official MCP Python SDK) 
 (cycling over a few names, so most writes replace a file turnback keeps a copy of) and times each call from
 request to answer. The servers take turns, round after round (a fresh server and folder each round), so a
 noisy neighbour on the disk or the CPU weighs on both alike. Prints each round's p50/p99 per server, the
-median of the rounds, and turnback's ratio to the reference.
+median of the rounds, turnback's ratio to the reference beside the target (2x), and the load average.
 
     python benchmarks/mcp_writes.py [--writes 200] [--rounds 3] [--reference PATH/TO/dist/index.js] [--profile OUT]
+                                    [--before SRC]
+
+``--before SRC`` also runs turnback from another checkout's ``src`` folder (e.g. ``git archive main src``
+unpacked), in the same rounds: a change's before and after, measured side by side.
 
 ``--profile OUT`` runs turnback's server under cProfile and writes the last round's stats to OUT (read it with
 ``python -m pstats OUT``). The reference is looked for in the test cache (tests/npmcache.py).
@@ -59,21 +63,28 @@ def percentile(samples: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(fraction * len(ordered)))]
 
 
-def servers(base: Path, reference: Path, profile: Path | None) -> dict[str, StdioServerParameters]:
-    """Each server, serving a fresh folder of its own under *base*."""
-    ref_root, tb_root, home = (base / name for name in ("reference", "turnback", "home"))
-    for folder in (ref_root, tb_root):
+TARGET_RATIO = 2.0  # issue 13: small writes at most twice the reference's time
+
+
+def servers(base: Path, reference: Path, profile: Path | None, before: Path | None) -> dict[str, StdioServerParameters]:
+    """Each server, serving a fresh folder of its own under *base* (turnback's each with a store of its own)."""
+    found = {"reference": base / "reference", "turnback": base / "turnback"}
+    if before is not None:
+        found["before"] = base / "before"
+    for folder in found.values():
         folder.mkdir()
-    env = {**os.environ, "TURNBACK_HOME": str(home), "TURNBACK_NO_KEYRING": "1", "TURNBACK_KEY": "0" * 64}
-    profiling = ["-m", "cProfile", "-o", str(profile)] if profile else []
-    return {
-        "reference": StdioServerParameters(command="node", args=[str(reference), str(ref_root)]),
-        "turnback": StdioServerParameters(
-            command=sys.executable,
-            args=[*profiling, "-m", "turnback", "mcp", "--root", str(tb_root)],
-            env=env,
-        ),
-    }
+    params = {"reference": StdioServerParameters(command="node", args=[str(reference), str(found["reference"])])}
+    for name in found.keys() - {"reference"}:
+        env = {**os.environ, "TURNBACK_HOME": str(base / f"home-{name}"), "TURNBACK_NO_KEYRING": "1"}
+        env["TURNBACK_KEY"] = "0" * 64
+        if name == "before":
+            assert before is not None
+            env["PYTHONPATH"] = str(before)
+        profiling = ["-m", "cProfile", "-o", str(profile)] if profile and name == "turnback" else []
+        params[name] = StdioServerParameters(
+            command=sys.executable, args=[*profiling, "-m", "turnback", "mcp", "--root", str(found[name])], env=env
+        )
+    return {name: params[name] for name in ("reference", "before", "turnback") if name in params}
 
 
 def main() -> None:
@@ -82,24 +93,31 @@ def main() -> None:
     parser.add_argument("--rounds", type=positive, default=3)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
     parser.add_argument("--profile", type=Path, default=None)
+    parser.add_argument("--before", type=Path, default=None, help="another checkout's src folder, run alongside")
     args = parser.parse_args()
     if not args.reference.is_file():
         sys.exit(f"the reference server is not at {args.reference}: run tests/integrations/test_mcp_reference.py once")
     print(f"{args.writes} writes of 1 KiB each, over stdio (ms per call), {args.rounds} rounds taking turns")
     print(f"{'round':<6} {'server':<10} {'p50':>7} {'p99':>7} {'mean':>7}")
-    rounds: dict[str, list[tuple[float, float]]] = {"reference": [], "turnback": []}
+    rounds: dict[str, list[tuple[float, float]]] = {}
     for number in range(1, args.rounds + 1):
         with tempfile.TemporaryDirectory(prefix="mcp-writes-") as base:
-            for name, params in servers(Path(base), args.reference, args.profile).items():
+            for name, params in servers(Path(base), args.reference, args.profile, args.before).items():
                 samples = asyncio.run(timed_writes(params, args.writes))
                 p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
-                rounds[name].append((p50, p99))
+                rounds.setdefault(name, []).append((p50, p99))
                 print(f"{number:<6} {name:<10} {p50:>7.2f} {p99:>7.2f} {statistics.mean(samples):>7.2f}")
     medians = {name: [statistics.median(q) for q in zip(*figures, strict=True)] for name, figures in rounds.items()}
     for name, (p50, p99) in medians.items():
         print(f"{'median':<6} {name:<10} {p50:>7.2f} {p99:>7.2f}")
-    ref, tb = medians["reference"], medians["turnback"]
-    print(f"turnback / reference (medians of the rounds): p50 {tb[0] / ref[0]:.1f}x, p99 {tb[1] / ref[1]:.1f}x")
+    ref = medians["reference"]
+    for name in medians.keys() - {"reference"}:
+        p50, p99 = medians[name]
+        print(f"{name} / reference (medians of the rounds): p50 {p50 / ref[0]:.2f}x, p99 {p99 / ref[1]:.2f}x")
+    ratio = medians["turnback"][0] / ref[0]
+    verdict = "met" if ratio <= TARGET_RATIO else "not met"
+    load = " ".join(f"{figure:.2f}" for figure in os.getloadavg())
+    print(f"target: turnback p50 <= {TARGET_RATIO:g}x the reference's: {ratio:.2f}x, {verdict} (load average {load})")
 
 
 if __name__ == "__main__":

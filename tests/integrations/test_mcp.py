@@ -171,6 +171,37 @@ def test_changes_through_the_tools_are_undone_byte_for_byte(home: Path, project:
     assert tree_state(project) == start
 
 
+def test_between_calls_each_file_call_is_recorded_done_and_its_turn_ended(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """A tool turn marks its calls done in the write that ends it: once a call has answered, nothing of it
+    shows as running or "may be cut short", and the calls before it in the turn stay done too."""
+
+    def recorded() -> list[tuple[str, list[tuple[str, str]]]]:
+        log = run_cli(home, "log", "--json", cwd=project)
+        assert log.rc == 0, log
+        return [
+            (turn["status"], [(call["tool"], call["status"]) for call in turn["calls"]])
+            for turn in log.json()["turns"]  # type: ignore[attr-defined]
+        ]
+
+    async def body(session: ClientSession) -> list[list[tuple[str, list[tuple[str, str]]]]]:
+        seen = []
+        await ok(session, "write_file", path="a.txt", content="one\n")
+        seen.append(await asyncio.to_thread(recorded))
+        await ok(session, "edit_file", path="a.txt", edits=[{"oldText": "one", "newText": "two"}])
+        await ok(session, "create_directory", path="made")
+        await ok(session, "move_file", source="a.txt", destination="made/a.txt")
+        await ok(session, "delete_file", path="made/a.txt")
+        seen.append(await asyncio.to_thread(recorded))
+        return seen
+
+    first, last = serve(home, project, tmp_path / "server.err", body)
+    assert first == [("ended", [("write_file", "done")])]
+    tools = ["write_file", "edit_file", "mkdir", "move", "delete"]
+    assert last == [("ended", [(tool, "done") for tool in tools])]
+
+
 def test_paths_outside_the_root_and_the_store_are_refused(home: Path, project: Path, tmp_path: Path) -> None:
     start = tree_state(project)
     outside = tmp_path / "outside.txt"

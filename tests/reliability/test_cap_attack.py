@@ -20,6 +20,7 @@ import turnback
 from tests.conftest import TEST_KEY, Result, unprivileged_prefix
 from tests.integrations.test_claude_code import Claude, stop_message
 from tests.reliability.helpers import record
+from turnback.catalog import word
 
 BIG = 40_000_000  # 38.1 MiB, over the default store.max_mib (32 MiB)
 OVER_CAP = "38.1 MiB, over store.max_mib (32 MiB)"
@@ -296,3 +297,36 @@ def test_a_full_store_still_ends_its_turn_so_undo_is_not_refused_as_busy(tmp_pat
         record("full store ends its turn", turns_ended=1, undo_refused_busy=0, bytes_lost=0)
     finally:
         subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+# -- the cap beside the running turn, with two processes writing in it -----------------------------
+
+
+def test_a_write_over_the_cap_beside_the_running_turn_is_refused_whichever_process_kept_the_rest(
+    home: Path, project: Path
+) -> None:
+    """Each process checks the cap from a bound it reads again only when another process wrote: a copy
+    another process kept in the same turn meanwhile still counts, and the write is refused, the file intact."""
+    for name in ("a.bin", "b.bin", "c.bin"):
+        big_file(project / name, 400 << 10)
+    root = str(project)
+    with (
+        turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as agent,
+        turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False) as other,
+    ):
+        agent.set_config("store.max_mib", "1")
+        session = agent.new_session(root)
+        agent.begin_turn(session.id, "three writes")
+        agent.write(session.id, "a.bin", b"a", cwd=root)  # keeps a.bin's 400 KiB
+        other.write(session.id, "b.bin", b"b", cwd=root)  # another process's call in the turn: 400 KiB more
+        c = digest(project / "c.bin")
+        try:
+            agent.write(session.id, "c.bin", b"c", cwd=root)
+        except turnback.UncoveredError as exc:
+            assert word(exc.message) == (
+                "cannot keep a copy of c.bin (400.0 KiB, over store.max_mib (1 MiB); the running turn keeps"
+                " 800.0 KiB already), so this change could not be undone; nothing was changed"
+            )
+        else:
+            raise AssertionError("the write over the cap beside the turn was not refused")
+        assert digest(project / "c.bin") == c

@@ -34,13 +34,18 @@ MAX_INPUT_TEXT = 4 * 1024
 
 
 class CallTarget(NamedTuple):
-    """Where a file-tool call runs: the store, the project's tree, the running turn."""
+    """Where a file-tool call runs: the store, the project's tree, the running turn.
+
+    *done_later*: where a turn that runs only while its call does (an MCP server's tool turn) collects its
+    calls, to mark them done in the write that ends it, rather than in a write of their own.
+    """
 
     store: StoreBackend
     tree: Tree
     project: Project
     turn: Turn
     incognito: bool
+    done_later: list[CallId] | None = None
 
     def writes(self, *, durable: bool = True) -> contextlib.AbstractContextManager[None]:
         """A write transaction of the call's records, which are its project's alone: in a store shared by many
@@ -336,8 +341,11 @@ def _perform(target: CallTarget, tool: str, raw_input: str, prepare: Callable[[]
             ) from exc
         raise
     # Losing this mark to a power cut only makes the call show "may be cut short", which it handles.
-    with target.writes(durable=False):
-        store.finish_call(call_id, "done")
+    if target.done_later is not None:
+        target.done_later.append(call_id)
+    else:
+        with target.writes(durable=False):
+            store.finish_call(call_id, "done")
     return call_id
 
 

@@ -61,21 +61,22 @@ class PathPolicy:
             raise UnsafePathError(Message("project_in_store", path=root))
         return real
 
-    def _absolute(self, project: Project, path: str, cwd: str | None, *, follow_last: bool) -> str:
+    def _absolute(self, project: Project, path: str, cwd: str | None, *, follow_last: bool) -> tuple[str, bool]:
         """*path* made absolute; in a confined engine, with the links inside the root it passes through
-        followed (*follow_last* False keeps a link at the end: a move or delete acts on the link itself)."""
+        followed (*follow_last* False keeps a link at the end: a move or delete acts on the link itself).
+        And whether its folder is a real path (its links followed): then it need not be resolved again."""
         problem = foreign_path_problem(path)
         if problem:
             raise UsageError(problem)
         absolute = absolute_user_path(cwd or project.root, path)
         if not self.confined:
-            return absolute
+            return absolute, False
         head, tail = (absolute, "") if follow_last else os.path.split(absolute)
         real = os.path.realpath(head)
         root = project.root.rstrip("/")
         if real != project.root and not real.startswith(root + "/"):
-            return absolute  # a link out of the root: left as it is, to be refused
-        return os.path.join(real, tail) if tail else real
+            return absolute, False  # a link out of the root: left as it is, to be refused
+        return (os.path.join(real, tail) if tail else real), True
 
     def locate(self, project: Project, path: str, cwd: str | None, *, follow_last: bool = True) -> Location:
         """Where a path typed by a user or agent is written: in the project, or outside it per ``mode``.
@@ -84,9 +85,9 @@ class PathPolicy:
         ``cautious`` keep none (the write is recorded as not covered). The
         store itself, and any ``.git`` folder, are refused.
         """
-        absolute = self._absolute(project, path, cwd, follow_last=follow_last)
+        absolute, resolved = self._absolute(project, path, cwd, follow_last=follow_last)
         parent, name = os.path.split(absolute)
-        real = os.path.join(os.path.realpath(parent), name) if name else absolute
+        real = os.path.join(os.path.realpath(parent), name) if name and not resolved else absolute
         if self.in_store(real):
             raise UnsafePathError(Message("path_in_store_untouched", path=path))
         root = project.root.rstrip("/")
@@ -106,7 +107,7 @@ class PathPolicy:
         self, project: Project, path: str, cwd: str | None, *, follow_last: bool = True
     ) -> tuple[Tree, RelPath | None]:
         """Where a read-only tool looks: the project's tree and the path in it (``None``: the root itself)."""
-        absolute = self._absolute(project, path, cwd, follow_last=follow_last)
+        absolute, _ = self._absolute(project, path, cwd, follow_last=follow_last)
         root = project.root.rstrip("/")
         if absolute == root:
             return Tree(project.root), None

@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from turnback.catalog import Message
 from turnback.errors import BusyError, RefusedError, StoreError, UsageError
-from turnback.model import Project, Session, SessionId, Turn, TurnId, TurnSummary, short_id
+from turnback.model import CallId, Project, Session, SessionId, Turn, TurnId, TurnSummary, short_id
 from turnback.ops.busy import (
     harness_runs,
     live_commands,
@@ -30,13 +30,20 @@ if TYPE_CHECKING:
 TURN_WAIT_S = 60.0
 
 
+class _HeldTurn(NamedTuple):
+    """The turn a :meth:`Sessions.tool_turn` holds, and the calls made in it, to be marked done when it ends."""
+
+    turn: Turn
+    done: list[CallId]
+
+
 class Sessions:
     """The sessions facet of an :class:`~turnback.engine.Engine`."""
 
     def __init__(self, engine: Engine):
         self._engine = engine
         self._store = engine.store
-        self._held: dict[SessionId, Turn] = {}  # the turn each tool_turn of this engine holds while its call runs
+        self._held: dict[SessionId, _HeldTurn] = {}  # what each tool_turn of this engine holds while its call runs
 
     # -- projects and sessions -------------------------------------------------------------
 
@@ -164,9 +171,15 @@ class Sessions:
         (inside :meth:`tool_turn`, the turn it holds: this process runs it, and no other turn can begin)."""
         held = self._held.get(session_id)
         if held is not None:
-            return held
+            return held.turn
         self.mark_interrupted(session_id)
         return self.running_turn(session_id)
+
+    def done_later(self, session_id: SessionId) -> list[CallId] | None:
+        """Where the session's file tools leave their calls for the :meth:`tool_turn` that holds it to mark
+        done; ``None`` outside one (each call marks itself done)."""
+        held = self._held.get(session_id)
+        return held.done if held is not None else None
 
     def end_turn(self, session_id: SessionId) -> tuple[Turn, TurnSummary]:
         """End the running turn: record the git refs it moved, and sum up what it changed."""
@@ -242,14 +255,14 @@ class Sessions:
     def tool_turn(self, session_id: SessionId, *, gap_s: float, holder_pid: int | None = None) -> Iterator[Turn]:
         """A turn that runs only while one tool call runs (an MCP server's): the session's running turn if
         someone began one, else the last one again if it ended less than *gap_s* ago and is not undone, else
-        a new one. It is ended when the call returns, so an idle server never blocks an undo."""
+        a new one. It is ended when the call returns, so an idle server never blocks an undo; the file tools'
+        calls made in it are marked done in that same write (until then they show as running, as the turn)."""
         pid = holder_pid if holder_pid is not None else os.getpid()
         _, running = settle_running_turns(self._store, session_id)
         if running:
             turn = running[-1]
         else:
-            turns = self._store.turns(session_id)
-            last = turns[-1] if turns else None
+            last = self._store.last_turn(session_id)
             fresh = (
                 last is not None
                 and last.ended_at is not None
@@ -262,7 +275,8 @@ class Sessions:
             else:
                 turn = self.begin_turn(session_id, None, holder_pid=pid)
         outer = self._held.get(session_id)
-        self._held[session_id] = turn
+        done: list[CallId] = []
+        self._held[session_id] = _HeldTurn(turn, done)
         try:
             yield turn
         finally:
@@ -270,9 +284,12 @@ class Sessions:
                 del self._held[session_id]
             else:
                 self._held[session_id] = outer
-            # Not synced on its own (each sync costs a write call milliseconds): losing this mark to a power
-            # cut leaves the turn "running" for a holder that is gone, which counts as not running.
+            # Not synced on its own (each sync costs a write call milliseconds): losing these marks to a power
+            # cut leaves the turn "running" for a holder that is gone, which counts as not running, and its
+            # calls "may be cut short", which is handled.
             with self._store.transaction(durable=False):
+                for call_id in done:
+                    self._store.finish_call(call_id, "done")
                 self._store.end_turn(turn.id, "ended")
 
     def _reopen_tool_turn(self, turn_id: TurnId, pid: int) -> bool:

@@ -21,7 +21,7 @@ from turnback.errors import (
     error_message,
 )
 from turnback.fsio import Tree
-from turnback.model import Call, SessionId
+from turnback.model import Call, Project, SessionId
 
 from .values import TextEdited
 
@@ -105,13 +105,20 @@ class FileTools:
     def __init__(self, engine: Engine):
         self._engine = engine
         self._store = engine.store
+        # Each session's project and whether it is incognito, read once: neither ever changes (an MCP server
+        # writes in one session all along, and each call would read both again).
+        self._session_places: dict[SessionId, tuple[Project, bool]] = {}
 
     def target(self, session_id: SessionId) -> CallTarget:
         """Where a call of the session is recorded: its project's tree and its running turn."""
-        session = self._store.session(session_id)
-        turn = self._engine._sessions.current_turn(session_id)
-        project = self._engine._sessions.project_of(session)
-        return CallTarget(self._store, Tree(project.root), project, turn, session.incognito)
+        sessions = self._engine._sessions
+        turn = sessions.current_turn(session_id)
+        place = self._session_places.get(session_id)
+        if place is None:
+            session = self._store.session(session_id)
+            place = self._session_places[session_id] = (sessions.project_of(session), session.incognito)
+        project, incognito = place
+        return CallTarget(self._store, Tree(project.root), project, turn, incognito, sessions.done_later(session_id))
 
     def _writable(
         self, session_id: SessionId, target: CallTarget, path: str, cwd: str | None, *, follow_last: bool = True
@@ -270,20 +277,24 @@ class FileTools:
                 refused[index] = Message("copy_unreadable", why=exc.message)
                 continue
             sized.append((index, entry.size))
-        kept = maintenance.turn_kept_bytes(self._store, target.turn.id) if sized else 0
-        needed = kept
-        for index, size in sized:
-            if needed + size <= max_mib << 20:
-                needed += size
-                continue
-            if size <= max_mib << 20 and self._already_kept(wheres[index]):
-                continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
-            refused[index] = Message(
-                "copy_over_cap_beside_turn" if kept else "copy_over_cap",
-                size=human_size(size),
-                max_mib=max_mib,
-                kept=human_size(kept),
-            )
+        # The exact figure reads every copy of the turn: read it only when a bound that costs nothing while no
+        # other process writes says a copy may not fit.
+        cap = max_mib << 20
+        if sized and self._store.turn_kept_bytes_at_most(target.turn.id) + sum(size for _, size in sized) > cap:
+            kept = maintenance.turn_kept_bytes(self._store, target.turn.id)
+            needed = kept
+            for index, size in sized:
+                if needed + size <= cap:
+                    needed += size
+                    continue
+                if size <= cap and self._already_kept(wheres[index]):
+                    continue  # e.g. what an earlier call of the turn wrote: its copy costs nothing more
+                refused[index] = Message(
+                    "copy_over_cap_beside_turn" if kept else "copy_over_cap",
+                    size=human_size(size),
+                    max_mib=max_mib,
+                    kept=human_size(kept),
+                )
         if not refused:
             return list(wheres)
         if not uncovered:

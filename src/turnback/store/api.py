@@ -200,6 +200,9 @@ class TurnStore(Protocol):
 
     def turn_by_number(self, session_id: SessionId, number: int) -> Turn: ...
 
+    def last_turn(self, session_id: SessionId) -> Turn | None:
+        """The session's turn with the highest number, if it has any."""
+
     def turns_with_changes(self, session_id: SessionId) -> set[str]:
         """Ids of the session's turns that recorded at least one change of a file or a git ref."""
 
@@ -415,6 +418,10 @@ class MaintenanceStore(Protocol):
 
     def turn_kept_bytes(self, turn_id: str) -> int:
         """The content size of the copies the turn's calls keep (each copy once)."""
+
+    def turn_kept_bytes_at_most(self, turn_id: str) -> int:
+        """No less than :meth:`turn_kept_bytes`, and cheaper to ask again and again: a file tool's cap check
+        reads the exact figure only when this one says a copy may not fit."""
 
     def newest_turn_ids(self) -> set[str]:
         """Every running turn, and the turn that ended last."""

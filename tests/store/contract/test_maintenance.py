@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from tests.store.contract.conftest import file_state
@@ -42,6 +44,43 @@ def test_kept_copies_are_counted_and_an_evicted_call_keeps_none(backend: StoreBa
     assert [c.id for c in backend.evictable_calls()] == [new_call]
     assert backend.turn_kept_bytes(old.id) == 0
     assert [c.call_id for c in backend.kept_change_copies()] == [new_call]
+
+
+def test_the_bound_on_a_turn_s_copies_is_never_below_them_whoever_records_them(
+    backend: StoreBackend, session: Session, turn: Turn, reopen: Callable[[], StoreBackend]
+) -> None:
+    """The cap check trusts ``turn_kept_bytes_at_most`` when it says a copy fits: it must see what this
+    connection and any other one (another process writing in the same turn) recorded since it last read."""
+    other = reopen()
+    same_turn = other.turn(turn.id)
+
+    def record(store: StoreBackend, content: bytes, after: FileState | None = None) -> int:
+        with store.transaction():
+            call = store.create_call(same_turn, "Write", None)
+            return store.add_change(call, 0, session.project_id, RelPath("a.txt"), file_state(store, content), after)
+
+    def bound_holds(exact: int) -> None:
+        assert backend.turn_kept_bytes(turn.id) == exact
+        assert backend.turn_kept_bytes_at_most(turn.id) >= exact
+
+    assert backend.turn_kept_bytes_at_most(turn.id) == 0
+    record(backend, b"a" * 1000)
+    bound_holds(1000)
+    record(backend, b"b" * 2000)
+    bound_holds(3000)
+    record(other, b"c" * 4000)  # another process's call in the turn
+    bound_holds(7000)
+    assert backend.turn_kept_bytes_at_most(turn.id) == 7000
+    change = record(other, b"d" * 100, None)  # a harness's before; its after comes later, from another process
+    bound_holds(7100)
+    with other.transaction():
+        other.set_change_after(change, file_state(other, b"e" * 8000), partial=False)
+    bound_holds(15100)
+    change = record(backend, b"f" * 10, None)
+    bound_holds(15110)
+    with backend.transaction():
+        backend.set_change_after(change, file_state(backend, b"g" * 500), partial=False)
+    bound_holds(15610)
 
 
 def test_a_pending_preview_keeps_its_copies_and_an_old_one_may_go(

@@ -30,6 +30,18 @@ def test_turns_are_numbered_and_each_is_the_child_of_the_head(backend: StoreBack
     assert backend.refs_at_turn_start(second.id) is None
 
 
+def test_the_last_turn_is_the_highest_numbered_of_its_session(backend: StoreBackend, session: Session) -> None:
+    other = backend.create_session(session.project_id, actor=None, title=None, incognito=False)
+    assert backend.last_turn(session.id) is None
+    first = backend.create_turn(session.id, "first", holder_pid=None, holder_start=None)
+    backend.end_turn(first.id, "ended")
+    second = backend.create_turn(session.id, None, holder_pid=None, holder_start=None)
+    backend.create_turn(other.id, None, holder_pid=None, holder_start=None)  # another session's is newer
+    last = backend.last_turn(session.id)
+    assert last is not None and (last.id, last.number, last.status) == (second.id, 2, "running")
+    assert last == backend.turns(session.id)[-1]
+
+
 def test_a_turn_ends_once_and_reopens_only_when_ended(backend: StoreBackend, session: Session) -> None:
     turn = backend.create_turn(session.id, "m", holder_pid=1, holder_start=2)
     assert backend.running_turns(session.id) == [(backend.turn(turn.id), 2)]

@@ -191,6 +191,11 @@ class PgProjectQueries(ProjectQueries, PgOpening):
 class PgMaintenanceQueries(MaintenanceQueries, PgOpening):
     """What ``verify`` and ``gc`` ask of the server rather than of a file."""
 
+    def turn_kept_bytes_at_most(self, turn_id: str) -> int:
+        """The exact figure: the server's change counter moves with this connection's own commits too, so a
+        reading could never be reused, and asking the counter would cost a round trip more."""
+        return self.turn_kept_bytes(turn_id)
+
     def free_space(self) -> FreeSpace:
         """The server reuses the room deleted rows leave (autovacuum): none waits for a compaction."""
         row = self.db.one("SELECT pg_database_size(current_database()) AS total")

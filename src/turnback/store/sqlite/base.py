@@ -136,6 +136,9 @@ class SqliteRecords:
         self.clock = clock
         self.ids = ids or IdSource()
         self.reserve_used = False  # the disk was full and the space set aside was freed to go on
+        # The content size of the copies this connection's change rows named (a copy named twice counted
+        # twice): what any turn's kept copies can have grown by through it (``turn_kept_bytes_at_most``).
+        self.copy_bytes_recorded = 0
 
     def close(self) -> None:
         self.db.close()

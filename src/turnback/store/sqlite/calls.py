@@ -60,6 +60,11 @@ _CHANGE_COLUMNS = (
 )
 
 
+def _copy_bytes(state: FileState | None) -> int:
+    """The content size a state's copy keeps, if it names one."""
+    return (state.size or 0) if state is not None and state.blob is not None else 0
+
+
 class CallQueries(SqliteRecords):
     # -- calls -------------------------------------------------------------------------------
 
@@ -217,6 +222,7 @@ class CallQueries(SqliteRecords):
         not_covered: Message | None = None,
     ) -> int:
         where = f"{call_id}:{seq}"
+        self.copy_bytes_recorded += _copy_bytes(before) + _copy_bytes(after)
         inserted = self.db.one(
             "INSERT INTO changes(call_id, seq, project_id, path_id, path_enc,"
             " before_kind, before_blob, before_size, before_mode, before_target_enc,"
@@ -245,6 +251,7 @@ class CallQueries(SqliteRecords):
         if row is None:
             raise UsageError(Message("no_such_change", change=change_id))
         where = f"{row['call_id']}:{row['seq']}"
+        self.copy_bytes_recorded += _copy_bytes(after)
         self.db.execute(
             "UPDATE changes SET after_kind=?, after_blob=?, after_size=?, after_mode=?, after_target_enc=?, partial=?"
             " WHERE id=?",

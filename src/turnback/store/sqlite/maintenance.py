@@ -4,6 +4,8 @@ what to drop, in what order, what counts as damage)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
+from typing import NamedTuple
 
 from turnback.model import CallId, OpId, ProjectId, SessionId, TurnId
 from turnback.store.records import (
@@ -61,7 +63,20 @@ def _total(row: sqlite3.Row | None) -> int:
     return int(row["total"])
 
 
+class _KeptReading(NamedTuple):
+    """A turn's kept bytes as read, with the database's change counter before the read and this connection's
+    ``copy_bytes_recorded`` at it."""
+
+    turn_id: str
+    version: int
+    kept: int
+    recorded: int
+
+
 class MaintenanceQueries(SqliteRecords):
+    _kept_reading: _KeptReading | None = None
+    data_version: Callable[[], int]  # ActivityQueries'
+
     # -- what is kept, and what the caps may drop ----------------------------------------------
 
     def kept_blob_ids(self) -> set[bytes]:
@@ -87,6 +102,20 @@ class MaintenanceQueries(SqliteRecords):
         return _total(
             self.db.one(f"SELECT COALESCE(SUM(size), 0) AS total FROM blobs WHERE id IN ({copies})", (turn_id, turn_id))
         )
+
+    def turn_kept_bytes_at_most(self, turn_id: str) -> int:
+        """No less than :meth:`turn_kept_bytes`, and cheap while no other connection commits: the last reading
+        of the turn's copies plus the copies this connection's change rows named since. The turn's copies grow
+        only by change rows; rows another connection wrote move ``data_version`` (read before the copies, so a
+        commit in between is read again next time), and this connection's removals only make it larger."""
+        version = self.data_version()
+        reading = self._kept_reading
+        if reading is not None and reading.turn_id == turn_id and reading.version == version:
+            return reading.kept + self.copy_bytes_recorded - reading.recorded
+        recorded = self.copy_bytes_recorded
+        kept = self.turn_kept_bytes(turn_id)
+        self._kept_reading = _KeptReading(turn_id, version, kept, recorded)
+        return kept
 
     def newest_turn_ids(self) -> set[str]:
         """Every running turn, and the turn that ended last."""

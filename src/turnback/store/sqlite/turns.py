@@ -92,6 +92,12 @@ class TurnQueries(CallQueries, SessionQueries):
             for row in rows
         ]
 
+    def last_turn(self, session_id: SessionId) -> Turn | None:
+        row = self.db.one(
+            f"SELECT {_TURN_COLUMNS} FROM turns WHERE session_id=? ORDER BY number DESC LIMIT 1", (session_id,)
+        )
+        return self._turn_from_row(row) if row is not None else None
+
     def turn_by_number(self, session_id: SessionId, number: int) -> Turn:
         row = self.db.one(f"SELECT {_TURN_COLUMNS} FROM turns WHERE session_id=? AND number=?", (session_id, number))
         if row is None:
