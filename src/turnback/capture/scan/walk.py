@@ -23,7 +23,7 @@ import hashlib
 import itertools
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, object_for
 from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
@@ -31,6 +31,7 @@ from turnback.catalog import Message
 from turnback.model import BlobId
 from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
+from turnback.store.records import SealedBlob
 
 RACY_WINDOW_NS = 2_000_000_000
 FINE_RACY_WINDOW_NS = 100_000_000
@@ -67,7 +68,7 @@ def folder_fingerprint(path: str, *, leave_out: str | None = None) -> str:
     return digest.hexdigest()
 
 
-def _unreadable(exc: OSError) -> str:
+def unreadable_reason(exc: OSError) -> str:
     return Message("unreadable_because", error=exc.strerror or type(exc).__name__).dumps()
 
 
@@ -104,7 +105,9 @@ class BatchedWriter:
     def _transaction(self) -> None:
         if self._open is None:
             self._open = contextlib.ExitStack()
-            self._open.enter_context(self._store.transaction())
+            # Not synced to disk on its own: nothing refers to a blob until a later record does, and the durable
+            # commit of that record makes every commit before it durable too (one log, written in order).
+            self._open.enter_context(self._store.transaction(durable=False))
 
     def put(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         if self._held is not None:
@@ -126,11 +129,20 @@ class BatchedWriter:
                 return blob, size
         self._transaction()
         blob, size = self._store.put_content(chunks)
-        self._files += 1
+        self._count(1, size)
+        return blob, size
+
+    def put_sealed(self, rows: Sequence[SealedBlob], contents: int, size: int) -> None:
+        """Store blobs sealed by another process: *contents* files' worth, *size* bytes before compression."""
+        self._transaction()
+        self._store.blobs.put_sealed(rows)
+        self._count(contents, size)
+
+    def _count(self, files: int, size: int) -> None:
+        self._files += files
         self._bytes += size
         if self._files >= BATCH_FILES or self._bytes >= BATCH_BYTES:
             self.commit()
-        return blob, size
 
     def _teach(self) -> None:
         """Train the dictionary on the files held back (when they are enough), then store them."""
@@ -226,7 +238,7 @@ class Scanner:
                 elif exc.errno == errno.ELOOP:
                     self.scan_entry(dir_fd, name, path)  # replaced by a link since the listing
                 else:
-                    self._uncovered(path, st, _unreadable(exc))
+                    self._uncovered(path, st, unreadable_reason(exc))
                 return
             try:
                 opened = os.fstat(fd)
@@ -239,7 +251,7 @@ class Scanner:
                 try:
                     blob, size = self.put(_chunks(fd, git_hasher))
                 except OSError as exc:
-                    self._uncovered(path, opened, _unreadable(exc))
+                    self._uncovered(path, opened, unreadable_reason(exc))
                     return
                 ended = os.fstat(fd)
             finally:
@@ -363,11 +375,11 @@ class Scanner:
         return folders
 
     def entry_unreadable(self, path: str, exc: OSError) -> None:
-        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=_unreadable(exc))
+        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=unreadable_reason(exc))
 
     def folder_unreadable(self, path: str, exc: OSError) -> None:
         if path in self.snapshot:
-            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=_unreadable(exc))
+            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=unreadable_reason(exc))
 
     def folder_gone(self, path: str, exc: OSError) -> None:
         del self.snapshot[path]

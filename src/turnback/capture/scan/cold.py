@@ -1,0 +1,207 @@
+"""A first snapshot of a large tree (no stat cache yet: every file is read) split over processes.
+
+The process that scans walks the top of the tree itself, storing what it meets there (its first small files
+train the store's dictionary), down to ``SPLIT_UNITS`` folders; then forked processes, one per CPU, take those
+folders one at a time and walk each as ``Scanner`` does, reading, hashing, compressing and sealing every file
+(``BlobBackend.seal_chunks``: no database asked). They send the sealed rows, and each folder's entries once it
+is walked, on a pipe; the scanning process, the only one that writes, stores the rows one transaction per batch
+(``BatchedWriter``) and puts the entries together.
+
+A worker that fails (killed, or an error it cannot answer) makes the whole scan run again in one process, which
+then meets the error where it is; what the workers sealed and the parent stored stays (the same ids).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import selectors
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
+
+from turnback.capture.gitindex import GitIndex
+from turnback.capture.scan.entries import Entry, ScanResult, ScanRules
+from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
+from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, Scanner, unreadable_reason
+from turnback.model import BlobId
+from turnback.store.api import BlobBackend, StoreBackend
+from turnback.store.records import SealedBlob
+
+SEND_BYTES = 1 << 20  # sealed rows a worker holds before it sends them
+_FRAME = struct.Struct("<I")  # each message on a worker's pipe: its length, then marshal's bytes
+_ROWS, _FOLDER = 0, 1  # what a message holds: sealed rows, or a folder walked
+
+
+class _SealingScanner(Scanner):
+    """A worker's walk: each file's content sealed and sent, not stored; each folder's entries sent once walked.
+
+    What the walk finds about a folder the parent recorded (the unit itself, unreadable or gone by the time it
+    is listed) is sent as a mark, for the parent to apply to its entry.
+    """
+
+    def __init__(
+        self, blobs: BlobBackend, rules: ScanRules, now_ns: int, root: str, git_index: GitIndex | None
+    ) -> None:
+        super().__init__(rules, {}, self._seal, now_ns, None, root, git_index)
+        self._blobs = blobs
+        self._out: BinaryIO | None = None
+        self._rows: list[tuple[bytes, int, int, bytes]] = []
+        self._row_bytes = 0
+        self._contents = 0  # files whose rows are among those held
+        self._content_bytes = 0
+        self.marks: list[tuple[str, str | None]] = []  # a folder of the parent's: why unreadable, or None (gone)
+
+    def _seal(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        stored = self._blobs.seal_chunks(chunks, self._hold)
+        self._contents += 1
+        self._content_bytes += stored.size
+        return stored.blob, stored.size
+
+    def _hold(self, row: SealedBlob) -> None:
+        self._rows.append(tuple(row))  # type: ignore[arg-type]  # marshal sends plain tuples
+        self._row_bytes += len(row.sealed)
+        if self._row_bytes >= SEND_BYTES:
+            self._send_rows()
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        assert self._out is not None
+        payload = marshal.dumps(message)
+        self._out.write(_FRAME.pack(len(payload)) + payload)
+        self._out.flush()
+
+    def _send_rows(self) -> None:
+        if self._rows:
+            self._send((_ROWS, self._rows, self._contents, self._content_bytes))
+        self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
+
+    def folder_unreadable(self, path: str, exc: OSError) -> None:
+        if path in self.snapshot:
+            super().folder_unreadable(path, exc)
+        else:
+            self.marks.append((path, unreadable_reason(exc)))
+
+    def folder_gone(self, path: str, exc: OSError) -> None:
+        if path in self.snapshot:
+            super().folder_gone(path, exc)
+        else:
+            self.marks.append((path, None))
+
+    def walk_unit(self, fd: int, prefix: str) -> None:
+        """Walk one folder the parent handed out, and send all it found (the rows before the entries naming them)."""
+        self.walk_from(fd, prefix)
+        self._send_rows()
+        entries = [tuple(entry) for entry in self.snapshot.values()]
+        self._send((_FOLDER, list(self.snapshot), entries, self.marks, self.files_read, self.bytes_read))
+        self.snapshot, self.marks, self.files_read, self.bytes_read = {}, [], 0, 0
+
+    def work(self, queue: int, units: list[tuple[int, str]], out: BinaryIO) -> None:
+        self._out = out
+        take_units(queue, units, self.walk_unit)
+
+
+class _Parent:
+    """What the scanning process puts together from its workers' messages."""
+
+    def __init__(self, scanner: Scanner, writer: BatchedWriter):
+        self.scanner = scanner
+        self.writer = writer
+
+    def take(self, message: tuple[Any, ...]) -> None:
+        if message[0] == _ROWS:
+            _, rows, contents, size = message
+            self.writer.put_sealed([SealedBlob._make(row) for row in rows], contents, size)
+            return
+        _, paths, entries, marks, files_read, bytes_read = message
+        snapshot = self.scanner.snapshot
+        snapshot.update(zip(paths, map(Entry._make, entries), strict=True))
+        for path, reason in marks:
+            if path not in snapshot:
+                continue
+            if reason is None:
+                del snapshot[path]
+            else:
+                snapshot[path] = snapshot[path]._replace(kind="uncovered", reason=reason)
+        self.scanner.files_read += files_read
+        self.scanner.bytes_read += bytes_read
+
+
+def _receive(children: dict[int, int], take: Callable[[tuple[Any, ...]], None]) -> bool:
+    """Take every message the workers send, as it comes, until each has ended; whether all ended well."""
+    buffers = {found: bytearray() for found in children.values()}
+    pids = {found: pid for pid, found in children.items()}
+    ok = True
+    with selectors.DefaultSelector() as selector:
+        for found in buffers:
+            selector.register(found, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select():
+                found = key.fd
+                data = os.read(found, 1 << 20)
+                buffer = buffers[found]
+                if not data:  # the worker has ended (or died): what is left is a message cut short
+                    selector.unregister(found)
+                    os.close(found)
+                    pid = pids[found]
+                    children[pid] = -1
+                    ok = reap_worker(children, pid) and not buffer and ok
+                    continue
+                buffer += data
+                start = 0
+                while len(buffer) - start >= _FRAME.size:
+                    (length,) = _FRAME.unpack_from(buffer, start)
+                    end = start + _FRAME.size + length
+                    if end > len(buffer):
+                        break
+                    take(marshal.loads(memoryview(buffer)[start + _FRAME.size : end]))
+                    start = end
+                del buffer[:start]
+    return ok
+
+
+def scan_cold(
+    store: StoreBackend,
+    root: str,
+    rules: ScanRules,
+    *,
+    now_ns: int,
+    processes: int,
+    git_index: GitIndex | None = None,
+) -> ScanResult | None:
+    """The first snapshot of the tree at *root*, its files read by *processes* forked workers; ``None`` when a
+    worker failed (the caller scans again in one process)."""
+    writer = BatchedWriter(store, teach=True)
+    scanner = Scanner(rules, {}, writer.put, now_ns, None, root, git_index)
+    children: dict[int, int] = {}  # pid: the pipe it sends on (-1 once closed)
+    units: list[tuple[int, str]] = []
+    queue = -1
+    try:
+        units = split_units(scanner, os.open(root, DIR_FLAGS))
+        writer.commit()  # the dictionary trained (on the first small files met) before a worker compresses
+        if units:
+            queue = unit_queue(units)
+            worker = _SealingScanner(store.blobs, rules, now_ns, root, git_index)
+            for _ in range(processes):
+                try:
+                    fork_worker(lambda out: worker.work(queue, units, out), children)
+                except OSError:  # no more processes now: the ones there are take it all
+                    break
+            if not children:
+                take_units(queue, units, scanner.walk_from)  # no worker could start: this process walks it all
+            elif not _receive(children, _Parent(scanner, writer).take):
+                writer.commit()
+                return None
+    except BaseException as exc:
+        writer.abort(exc)
+        raise
+    finally:
+        end_workers(children)
+        for fd, _ in units:
+            os.close(fd)
+        if queue >= 0:
+            os.close(queue)
+    writer.commit()
+    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
+
+
+__all__ = ["scan_cold"]
