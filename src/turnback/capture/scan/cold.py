@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable
 from typing import Any, BinaryIO
 
 from turnback.capture.gitindex import GitIndex
-from turnback.capture.scan.entries import Entry, ScanResult, ScanRules
+from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
-from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, Scanner, unreadable_reason
+from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, Scanner
 from turnback.model import BlobId
 from turnback.store.api import BlobBackend, StoreBackend
 from turnback.store.records import SealedBlob
@@ -36,21 +36,27 @@ _ROWS, _FOLDER = 0, 1  # what a message holds: sealed rows, or a folder walked
 class _SealingScanner(Scanner):
     """A worker's walk: each file's content sealed and sent, not stored; each folder's entries sent once walked.
 
-    What the walk finds about a folder the parent recorded (the unit itself, unreadable or gone by the time it
-    is listed) is sent as a mark, for the parent to apply to its entry.
+    Each folder handed out starts from the entry the parent recorded for it (*recorded*), so that what the walk
+    finds about it (a folder it cannot list) is sent back with the rest.
     """
 
     def __init__(
-        self, blobs: BlobBackend, rules: ScanRules, now_ns: int, root: str, git_index: GitIndex | None
+        self,
+        blobs: BlobBackend,
+        recorded: Snapshot,
+        rules: ScanRules,
+        now_ns: int,
+        root: str,
+        git_index: GitIndex | None,
     ) -> None:
         super().__init__(rules, {}, self._seal, now_ns, None, root, git_index)
         self._blobs = blobs
+        self._recorded = recorded
         self._out: BinaryIO | None = None
         self._rows: list[tuple[bytes, int, int, bytes]] = []
         self._row_bytes = 0
         self._contents = 0  # files whose rows are among those held
         self._content_bytes = 0
-        self.marks: list[tuple[str, str | None]] = []  # a folder of the parent's: why unreadable, or None (gone)
 
     def _seal(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         stored = self._blobs.seal_chunks(chunks, self._hold)
@@ -75,25 +81,16 @@ class _SealingScanner(Scanner):
             self._send((_ROWS, self._rows, self._contents, self._content_bytes))
         self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
 
-    def folder_unreadable(self, path: str, exc: OSError) -> None:
-        if path in self.snapshot:
-            super().folder_unreadable(path, exc)
-        else:
-            self.marks.append((path, unreadable_reason(exc)))
-
-    def folder_gone(self, path: str, exc: OSError) -> None:
-        if path in self.snapshot:
-            super().folder_gone(path, exc)
-        else:
-            self.marks.append((path, None))
-
     def walk_unit(self, fd: int, prefix: str) -> None:
         """Walk one folder the parent handed out, and send all it found (the rows before the entries naming them)."""
+        folder = self._recorded.get(prefix[:-1])  # (none for the top folder, handed out whole)
+        if folder is not None:
+            self.snapshot[prefix[:-1]] = folder
         self.walk_from(fd, prefix)
         self._send_rows()
         entries = [tuple(entry) for entry in self.snapshot.values()]
-        self._send((_FOLDER, list(self.snapshot), entries, self.marks, self.files_read, self.bytes_read))
-        self.snapshot, self.marks, self.files_read, self.bytes_read = {}, [], 0, 0
+        self._send((_FOLDER, list(self.snapshot), entries, self.files_read, self.bytes_read))
+        self.snapshot, self.files_read, self.bytes_read = {}, 0, 0
 
     def work(self, queue: int, units: list[tuple[int, str]], out: BinaryIO) -> None:
         self._out = out
@@ -112,16 +109,8 @@ class _Parent:
             _, rows, contents, size = message
             self.writer.put_sealed([SealedBlob._make(row) for row in rows], contents, size)
             return
-        _, paths, entries, marks, files_read, bytes_read = message
-        snapshot = self.scanner.snapshot
-        snapshot.update(zip(paths, map(Entry._make, entries), strict=True))
-        for path, reason in marks:
-            if path not in snapshot:
-                continue
-            if reason is None:
-                del snapshot[path]
-            else:
-                snapshot[path] = snapshot[path]._replace(kind="uncovered", reason=reason)
+        _, paths, entries, files_read, bytes_read = message
+        self.scanner.snapshot.update(zip(paths, map(Entry._make, entries), strict=True))
         self.scanner.files_read += files_read
         self.scanner.bytes_read += bytes_read
 
@@ -180,7 +169,7 @@ def scan_cold(
         writer.commit()  # the dictionary trained (on the first small files met) before a worker compresses
         if units:
             queue = unit_queue(units)
-            worker = _SealingScanner(store.blobs, rules, now_ns, root, git_index)
+            worker = _SealingScanner(store.blobs, scanner.snapshot, rules, now_ns, root, git_index)
             for _ in range(processes):
                 try:
                     fork_worker(lambda out: worker.work(queue, units, out), children)

@@ -68,7 +68,7 @@ def folder_fingerprint(path: str, *, leave_out: str | None = None) -> str:
     return digest.hexdigest()
 
 
-def unreadable_reason(exc: OSError) -> str:
+def _unreadable(exc: OSError) -> str:
     return Message("unreadable_because", error=exc.strerror or type(exc).__name__).dumps()
 
 
@@ -238,7 +238,7 @@ class Scanner:
                 elif exc.errno == errno.ELOOP:
                     self.scan_entry(dir_fd, name, path)  # replaced by a link since the listing
                 else:
-                    self._uncovered(path, st, unreadable_reason(exc))
+                    self._uncovered(path, st, _unreadable(exc))
                 return
             try:
                 opened = os.fstat(fd)
@@ -251,7 +251,7 @@ class Scanner:
                 try:
                     blob, size = self.put(_chunks(fd, git_hasher))
                 except OSError as exc:
-                    self._uncovered(path, opened, unreadable_reason(exc))
+                    self._uncovered(path, opened, _unreadable(exc))
                     return
                 ended = os.fstat(fd)
             finally:
@@ -375,11 +375,11 @@ class Scanner:
         return folders
 
     def entry_unreadable(self, path: str, exc: OSError) -> None:
-        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=unreadable_reason(exc))
+        self.snapshot[path] = Entry("uncovered", 0, 0, 0, 0, 0, reason=_unreadable(exc))
 
     def folder_unreadable(self, path: str, exc: OSError) -> None:
         if path in self.snapshot:
-            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=unreadable_reason(exc))
+            self.snapshot[path] = self.snapshot[path]._replace(kind="uncovered", reason=_unreadable(exc))
 
     def folder_gone(self, path: str, exc: OSError) -> None:
         del self.snapshot[path]
