@@ -158,26 +158,28 @@ class BlobStore:
         """Hash *chunks* whole, cut them into chunk blobs when longer than ``CHUNK_SIZE``, and *put* each blob."""
         whole = self._crypto.content_hasher()
         chunk_ids: list[bytes] = []
-        pending = bytearray()
-        size = 0
+        pending: list[bytes] = []  # pieces not put yet (most contents are one piece: never copied whole)
+        pending_size = size = 0
         for piece in chunks:
             whole.update(piece)
             size += len(piece)
-            pending += piece
-            while len(pending) > CHUNK_SIZE:
-                chunk = bytes(pending[:CHUNK_SIZE])
-                del pending[:CHUNK_SIZE]
+            pending.append(piece)
+            pending_size += len(piece)
+            while pending_size > CHUNK_SIZE:
+                joined = b"".join(pending)
+                chunk, rest = joined[:CHUNK_SIZE], joined[CHUNK_SIZE:]
+                pending, pending_size = [rest], len(rest)
                 chunk_id = self._crypto.content_id(chunk)
                 put(chunk_id, KIND_DATA, chunk)
                 chunk_ids.append(chunk_id)
         content_id = BlobId(whole.digest())
+        last = b"".join(pending)
         if not chunk_ids:
-            put(content_id, KIND_DATA, bytes(pending))
+            put(content_id, KIND_DATA, last)
             return StoredContent(content_id, size)
-        if pending:
-            chunk = bytes(pending)
-            chunk_id = self._crypto.content_id(chunk)
-            put(chunk_id, KIND_DATA, chunk)
+        if last:
+            chunk_id = self._crypto.content_id(last)
+            put(chunk_id, KIND_DATA, last)
             chunk_ids.append(chunk_id)
         put(content_id, KIND_CHUNKS, b"".join(chunk_ids), size=size)
         return StoredContent(content_id, size)
