@@ -1363,20 +1363,19 @@ PLAIN_FLOOR_WHAT = (
 
 def physical_floor(tree: Path) -> float:
     """Seconds to read, hash and compress every file of *tree* (links and ``.git`` left out) with one forked
-    process per CPU, each taking the next file from a pipe of file numbers; nothing is stored."""
+    process per CPU, each taking the next file number from a pipe this process fills; nothing is stored."""
     files = [path for _rel, path, st in walk_tree(tree) if stat.S_ISREG(st.st_mode)]
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     queue, feed = os.pipe()
-    with os.fdopen(feed, "wb") as out:
-        out.write(b"".join(n.to_bytes(4, "little") for n in range(len(files))))
     start = time.perf_counter()
     pids = []
     try:
         for _ in range(cpus):
             pid = os.fork()
-            if pid == 0:  # pragma: no cover - the child
+            if pid == 0:  # the child: it must not hold the pipe's other end, or it would never see its end
                 code = 1
                 try:
+                    os.close(feed)
                     key, compressor = os.urandom(32), zstandard.ZstdCompressor(level=3)
                     while record := os.read(queue, 4):
                         with open(files[int.from_bytes(record, "little")], "rb", buffering=0) as f:
@@ -1387,7 +1386,12 @@ def physical_floor(tree: Path) -> float:
                 finally:
                     os._exit(code)
             pids.append(pid)
+        with os.fdopen(feed, "wb") as out:  # more than a pipe holds: written while the children take from it
+            feed = -1
+            out.write(b"".join(n.to_bytes(4, "little") for n in range(len(files))))
     finally:
+        if feed >= 0:
+            os.close(feed)
         statuses = [os.waitpid(pid, 0)[1] for pid in pids]
         os.close(queue)
     if any(statuses):

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
-import time
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,8 +25,7 @@ from tests.capture.test_split_scan import child_pids, open_descriptors
 from tests.capture.test_watch import set_old_mtimes
 from tests.conftest import ROOT, TEST_KEY, unprivileged_prefix
 from turnback.capture import scan
-from turnback.capture.scan import ScanResult, ScanRules, scan_tree
-from turnback.capture.scan import cold, split, walk
+from turnback.capture.scan import ScanResult, ScanRules, cold, scan_tree, split, walk
 from turnback.catalog import Message
 from turnback.store.blobs import CHUNK_SIZE, KIND_CHUNKS, KIND_DATA_DICT
 
@@ -246,3 +246,47 @@ def test_a_worker_that_dies_makes_the_scan_run_in_one_process(
     assert result.snapshot == one_process(engine.store, tree).snapshot
     assert "a3/b2/link" in result.snapshot
     assert open_descriptors() == descriptors and child_pids() == children  # no worker, no pipe left
+
+
+def wide_tree(root: Path, folders: int) -> None:
+    for n in range(folders):
+        (root / "many" / f"d{n}").mkdir(parents=True)
+    (root / "many" / f"d{folders - 1}" / "last").write_bytes(b"the last folder's file\n")
+    set_old_mtimes(root)  # not racy: a scan again reads it only if it changed
+
+
+def test_more_folders_at_the_top_than_a_pipe_holds_are_handed_out_and_none_waits_forever(
+    engine: turnback.Engine, tmp_path: Path
+) -> None:
+    """The folders handed out are queued on a pipe before any worker reads it: 17,000 of them (a pipe holds
+    16,384 unless asked for more) are scanned split, by the first snapshot and by a scan again."""
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 17_500:
+        pytest.skip("this process may not open 17,500 files at once (ulimit -n): the units are open folders")
+    root = tmp_path / "wide"
+    wide_tree(root, 17_000)
+    first = cold.scan_cold(engine.store, str(root), RULES, now_ns=time.time_ns(), processes=2)
+    assert first is not None and len(first.snapshot) == 17_002
+    assert engine.store.blobs.read_bytes(first.snapshot["many/d16999/last"].blob) == b"the last folder's file\n"
+    (root / "many" / "d7" / "new").write_bytes(b"new\n")
+    changed = scan.find_changes(str(root), RULES, first.snapshot, now_ns=time.time_ns(), processes=2)
+    assert changed == {"many/d7": False, "many/d7/new": False}
+
+
+def test_a_top_with_more_folders_than_may_be_open_gives_way_to_one_process(
+    engine: turnback.Engine, tmp_path: Path
+) -> None:
+    """Each folder handed out is kept open until a worker takes it: when they are more than the process may
+    keep open, no folder is recorded as unreadable for it; the snapshot is taken in one process."""
+    root = tmp_path / "wide"
+    wide_tree(root, 1_500)
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1_024, hard))
+    try:
+        assert cold.scan_cold(engine.store, str(root), RULES, now_ns=time.time_ns(), processes=2) is None
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("TURNBACK_SCAN_PROCESSES", "2")
+            snapshot = scan_tree(engine.store, str(root), RULES, None, now_ns=time.time_ns()).snapshot
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert len(snapshot) == 1_502 and not [path for path, entry in snapshot.items() if entry.kind == "uncovered"]
+    assert snapshot == one_process(engine.store, root).snapshot

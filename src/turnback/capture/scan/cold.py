@@ -13,6 +13,7 @@ then meets the error where it is; what the workers sealed and the parent stored 
 
 from __future__ import annotations
 
+import errno
 import marshal
 import os
 import selectors
@@ -23,7 +24,7 @@ from typing import Any, BinaryIO
 from turnback.capture.gitindex import GitIndex
 from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
-from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, Scanner
+from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner
 from turnback.model import BlobId
 from turnback.store.api import BlobBackend, StoreBackend
 from turnback.store.records import SealedBlob
@@ -97,6 +98,17 @@ class _SealingScanner(Scanner):
         take_units(queue, units, self.walk_unit)
 
 
+class _TopScanner(Scanner):
+    """The scanning process's walk of the top of the tree, which keeps every folder it hands out open: one it
+    cannot open or list for want of descriptors is no unreadable folder, so the scan gives way to one in one
+    process (which keeps one folder open per level)."""
+
+    def folder_unreadable(self, path: str, exc: OSError) -> None:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise NotKnown from exc
+        super().folder_unreadable(path, exc)
+
+
 class _Parent:
     """What the scanning process puts together from its workers' messages."""
 
@@ -158,9 +170,10 @@ def scan_cold(
     git_index: GitIndex | None = None,
 ) -> ScanResult | None:
     """The first snapshot of the tree at *root*, its files read by *processes* forked workers; ``None`` when a
-    worker failed (the caller scans again in one process)."""
+    worker failed, or the top of the tree has more folders than this process may keep open (the caller scans
+    again in one process)."""
     writer = BatchedWriter(store, teach=True)
-    scanner = Scanner(rules, {}, writer.put, now_ns, None, root, git_index)
+    scanner = _TopScanner(rules, {}, writer.put, now_ns, None, root, git_index)
     children: dict[int, int] = {}  # pid: the pipe it sends on (-1 once closed)
     units: list[tuple[int, str]] = []
     queue = -1
@@ -168,7 +181,11 @@ def scan_cold(
         units = split_units(scanner, os.open(root, DIR_FLAGS))
         writer.commit()  # the dictionary trained (on the first small files met) before a worker compresses
         if units:
-            queue = unit_queue(units)
+            queued = unit_queue(units)
+            if queued is None:
+                writer.commit()
+                return None
+            queue = queued
             worker = _SealingScanner(store.blobs, scanner.snapshot, rules, now_ns, root, git_index)
             for _ in range(processes):
                 try:
@@ -180,6 +197,9 @@ def scan_cold(
             elif not _receive(children, _Parent(scanner, writer).take):
                 writer.commit()
                 return None
+    except NotKnown:
+        writer.commit()
+        return None
     except BaseException as exc:
         writer.abort(exc)
         raise

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
+import fcntl
 import functools
 import gc
 import itertools
@@ -70,6 +72,7 @@ def _stores_nothing(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
 SPLIT_UNITS = 256
 SPLIT_MAX_PROCESSES = 4
 _UNIT = struct.Struct("<I")
+_PIPE_HOLDS = 1 << 16  # what a pipe holds unless it is asked for more (Linux, macOS)
 
 
 def scan_processes() -> int:
@@ -90,11 +93,35 @@ def take_units(queue: int, units: list[tuple[int, str]], walk: Callable[[int, st
         walk(*units[_UNIT.unpack(record)[0]])
 
 
-def unit_queue(units: list[tuple[int, str]]) -> int:
-    """A pipe to read the units' numbers from, each once, whichever process reads it."""
-    queue, feed = os.pipe()
-    with os.fdopen(feed, "wb") as out:  # the pipe holds them all: 4 bytes a unit
-        out.write(b"".join(_UNIT.pack(n) for n in range(len(units))))
+def unit_queue(units: list[tuple[int, str]]) -> int | None:
+    """A pipe to read the units' numbers from, each once, whichever process reads it; ``None`` when a pipe cannot
+    hold them all (a folder near the top with hundreds of thousands of folders), or no pipe can be made for want of
+    descriptors (the units hold them): the caller scans in one process.
+
+    It is filled before any process reads it, so it is made as large as they need (a pipe holds 64 KiB, 16,384
+    units, unless asked for more, up to the system's limit) and written without waiting.
+    """
+    payload = b"".join(_UNIT.pack(n) for n in range(len(units)))
+    try:
+        queue, feed = os.pipe()
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):  # the units hold every descriptor this process may have
+            return None
+        raise
+    try:
+        if len(payload) > _PIPE_HOLDS and hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(feed, fcntl.F_SETPIPE_SZ, len(payload))
+        os.set_blocking(feed, False)
+        try:
+            written = os.write(feed, payload)
+        except BlockingIOError:
+            written = 0
+    finally:
+        os.close(feed)
+    if written < len(payload):
+        os.close(queue)
+        return None
     return queue
 
 
@@ -197,7 +224,10 @@ def find_changes(
     queue = -1
     try:
         units = split_units(finder, os.open(root, DIR_FLAGS))
-        queue = unit_queue(units)
+        queued = unit_queue(units)
+        if queued is None:
+            return None
+        queue = queued
         for _ in range(processes - 1):
             try:
                 fork_worker(functools.partial(_send_found, finder, queue, units), children)
