@@ -13,7 +13,6 @@ then meets the error where it is; what the workers sealed and the parent stored 
 
 from __future__ import annotations
 
-import ctypes
 import errno
 import functools
 import marshal
@@ -43,6 +42,8 @@ def _heap_trimmer() -> Callable[[], object]:
     has raised its threshold for mapping them apart, and stay its pages when freed: trimmed after each folder,
     a worker's own pages on a 10,000-file tree went from 18 MB to 8-12 MB.
     """
+    import ctypes  # here: only a split first snapshot needs it, never a hook
+
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):
