@@ -123,6 +123,16 @@ What is timed, per round (the tool that goes first alternates between rounds):
    ``finish_command``, ``end_turn``; git the edit and a checkpoint.
 9. the floor of change detection: a bare ``os.scandir`` + ``os.lstat`` walk of
    the tree, timed next to the no-change scan.
+10. a plain folder's first snapshot (once per round, after the rounds, in a
+   git checkout too): a fresh copy of the tree without ``.git``, which both
+   tools read (neither writes the tree; their stores are beside it); turnback's
+   first scan (fresh store: every file read, hashed, compressed, sealed and
+   stored) against a shadow git's cold checkpoint, in the rounds' order, then
+   the floor on the same copy: every file read once, keyed-BLAKE2b-hashed and
+   zstd-compressed (level 3) by one forked process per CPU taking files from a
+   shared queue, nothing stored (its file list made before the clock starts).
+   The ratios are per round, then the median: git's time over turnback's
+   (target ≥5×) and turnback's over the floor's (target ≤2×).
 
 Peak memory: for each tree size a subprocess of this script runs turnback's
 cold scan, a no-change scan, the bulk change and its undo (its own peak
@@ -174,6 +184,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import zstandard
 from benchutil import file_system_of, positive, temp_base
 
 import turnback
@@ -246,7 +257,9 @@ TARGET_DETECT_RATIO = 1.0
 TARGET_WALK_MULTIPLE = 1.5
 TARGET_WATCHER_SPEEDUP = 10.0
 TARGET_UNDO_SPEEDUP = 5.0
-TARGET_PEAK_BYTES = 300_000_000
+TARGET_PEAK_BYTES = 200_000_000
+TARGET_PLAIN_SPEEDUP = 5.0
+TARGET_PLAIN_FLOOR_MULTIPLE = 2.0
 ADOPT_TIMEOUT_S = 900.0  # waiting for turnback's background copy of git objects: fail after this long
 ADOPT_STALL_S = 120.0  # ... or when no object was copied for this long (the helper died, say)
 ADOPT_POLL_S = 0.02
@@ -1339,6 +1352,136 @@ def measure_peak(master: Path, info: TreeInfo, base: Path, text: TextSource, see
         shutil.rmtree(where)
 
 
+# -- a plain folder's first snapshot, against the floor ----------------------------------------------
+
+PLAIN_HEADER = ["first snapshot of a plain folder", "turnback", "shadow git", "floor", "git/turnback", "turnback/floor"]
+PLAIN_FLOOR_WHAT = (
+    "every file read once, hashed (keyed BLAKE2b) and compressed (zstd level 3), one process per CPU "
+    "taking files from a shared queue, nothing stored (the file list is made before the clock starts)"
+)
+
+
+def physical_floor(tree: Path) -> float:
+    """Seconds to read, hash and compress every file of *tree* (links and ``.git`` left out) with one forked
+    process per CPU, each taking the next file number from a pipe this process fills; nothing is stored."""
+    files = [path for _rel, path, st in walk_tree(tree) if stat.S_ISREG(st.st_mode)]
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    queue, feed = os.pipe()
+    start = time.perf_counter()
+    pids = []
+    try:
+        for _ in range(cpus):
+            pid = os.fork()
+            if pid == 0:  # the child: it must not hold the pipe's other end, or it would never see its end
+                code = 1
+                try:
+                    os.close(feed)
+                    key, compressor = os.urandom(32), zstandard.ZstdCompressor(level=3)
+                    while record := os.read(queue, 4):
+                        with open(files[int.from_bytes(record, "little")], "rb", buffering=0) as f:
+                            data = f.read()
+                        hashlib.blake2b(data, key=key, digest_size=32).digest()
+                        compressor.compress(data)
+                    code = 0
+                finally:
+                    os._exit(code)
+            pids.append(pid)
+        with os.fdopen(feed, "wb") as out:  # more than a pipe holds: written while the children take from it
+            feed = -1
+            out.write(b"".join(n.to_bytes(4, "little") for n in range(len(files))))
+    finally:
+        if feed >= 0:
+            os.close(feed)
+        statuses = [os.waitpid(pid, 0)[1] for pid in pids]
+        os.close(queue)
+    if any(statuses):
+        raise RuntimeError("a process of the floor's measurement failed")
+    return time.perf_counter() - start
+
+
+def copy_plain(master: Path, dst: Path) -> None:
+    """A copy of the master as a plain folder: everything in it but its own ``.git``, if it has one."""
+    dst.mkdir()
+    names = [str(master / name) for name in sorted(os.listdir(master)) if name != ".git"]
+    if names:
+        subprocess.run(["cp", "-a", "-t", str(dst), *names], check=True)
+    shutil.copystat(master, dst)
+
+
+def plain_round(number: int, master: Path, info: TreeInfo, where: Path) -> tuple[float, float, float]:
+    """One round on a fresh plain copy: (turnback's first snapshot, a shadow git's cold checkpoint, the floor)
+    in seconds; the tools in the rounds' alternating order, the floor last. They share the copy: neither
+    writes the tree (turnback's store and the shadow git dir are beside it), so each reads it as the other did."""
+    tree = where / "tree"
+    copy_plain(master, tree)
+    side = TurnbackSide(where / "store", tree)
+    git = ShadowGit(where / "shadow.git", tree)
+    git.init()
+    entries: list[int] = []
+    try:
+        tb_s, git_s = pair(number % 2 == 0, lambda: entries.append(side.scan()), git.checkpoint)
+    finally:
+        side.close()
+    if entries[0] != info.entries or git.tracked() != info.git_tracked:
+        raise RuntimeError(f"a plain folder's first snapshot listed {entries[0]} of {info.entries} paths")
+    return tb_s, git_s, physical_floor(tree)
+
+
+def plain_first_snapshot(master: Path, info: TreeInfo, base: Path, rounds: int) -> dict[str, Any]:
+    """A plain folder's first snapshot against a shadow git's cold checkpoint and the floor, *rounds* times."""
+    samples: list[tuple[float, float, float]] = []
+    for number in range(rounds):
+        progress(f"  first snapshot of a plain folder, round {number + 1}")
+        where = base / f"plain-{number}"
+        where.mkdir()
+        try:
+            samples.append(plain_round(number, master, info, where))
+        finally:
+            shutil.rmtree(where)
+    return {
+        "turnback": asdict(Spread.of([tb for tb, _, _ in samples])),
+        "shadow_git": asdict(Spread.of([git for _, git, _ in samples])),
+        "floor": {"what": PLAIN_FLOOR_WHAT, **asdict(Spread.of([floor for _, _, floor in samples]))},
+        "speedup": statistics.median(git / tb for tb, git, _ in samples),  # git's time over turnback's, per round
+        "floor_multiple": statistics.median(tb / floor for tb, _, floor in samples),
+        "samples_s": samples,
+    }
+
+
+def plain_rows(result: dict[str, Any]) -> list[list[str]]:
+    plain = result["plain"]
+    return [
+        [
+            "one scan, fresh store / add -A + commit, fresh repo / read + hash + compress",
+            fmt_spread(plain["turnback"]),
+            fmt_spread(plain["shadow_git"]),
+            fmt_spread(plain["floor"]),
+            f"{plain['speedup']:.2f}× (target ≥{TARGET_PLAIN_SPEEDUP:g}×)",
+            f"{plain['floor_multiple']:.2f}× (target ≤{TARGET_PLAIN_FLOOR_MULTIPLE:g}×)",
+        ]
+    ]
+
+
+def plain_targets(result: dict[str, Any], at: str) -> list[Target]:
+    plain = result["plain"]
+    return [
+        Target(
+            f"first snapshot of a plain folder ≥{TARGET_PLAIN_SPEEDUP:g}× faster than a shadow-git cold checkpoint",
+            f"{plain['speedup']:.2f}× faster ({fmt_s(plain['turnback']['median'])} against "
+            f"{fmt_s(plain['shadow_git']['median'])})",
+            plain["speedup"] >= TARGET_PLAIN_SPEEDUP,
+            at,
+        ),
+        Target(
+            f"... and within {TARGET_PLAIN_FLOOR_MULTIPLE:g}× of the floor (read + hash + compress, one process "
+            "per CPU)",
+            f"{plain['floor_multiple']:.2f}× the floor ({fmt_s(plain['floor']['median'])})",
+            plain["floor_multiple"] <= TARGET_PLAIN_FLOOR_MULTIPLE,
+            at,
+        ),
+    ]
+
+
 # -- profile -----------------------------------------------------------------------------------------
 
 
@@ -1644,6 +1787,7 @@ def evaluate_targets(results: list[dict[str, Any]]) -> list[Target]:
                 at,
             )
         )
+        targets += plain_targets(main, at)
         st = main["store"]
         cold_ok = st["turnback_cold"][1] <= st["git_cold_gc"][1]
         turns_ok = st["turnback_turns"][1] <= st["git_turns_gc"][1]
@@ -1720,6 +1864,7 @@ def render_text(env: dict[str, Any], results: list[dict[str, Any]], targets: lis
         mem = result["memory"]
         lines += ["", size_label(result), f"  {result['rounds']} rounds; turnback goes first in odd rounds"]
         lines += text_table(SCENARIO_HEADER, scenario_rows(result))
+        lines += ["", *text_table(PLAIN_HEADER, plain_rows(result)), f"  floor: {PLAIN_FLOOR_WHAT}"]
         lines += ["", *text_table(EXTRA_HEADER, extra_rows(result))]
         lines += ["", *text_table(STORE_HEADER, store_rows(result))]
         lines += ["", f"  {lost_folders_line(result)}"]
@@ -1781,6 +1926,12 @@ def render_markdown(env: dict[str, Any], results: list[dict[str, Any]], targets:
             "",
         ]
         lines += md_table(SCENARIO_HEADER, scenario_rows(result))
+        lines += [
+            "",
+            *md_table(PLAIN_HEADER, plain_rows(result)),
+            "",
+            f"{PLAIN_FLOOR_WHAT[0].upper()}{PLAIN_FLOOR_WHAT[1:]}.",
+        ]
         lines += ["", *md_table(EXTRA_HEADER, extra_rows(result))]
         lines += ["", *md_table(STORE_HEADER, store_rows(result))]
         if result["tree"]["git_checkout"]:
@@ -1984,6 +2135,7 @@ def main(argv: list[str] | None = None) -> int:
             samples = Samples()
             for number in range(rounds):
                 run_round(number, master, info, size_dir, text, args.seed, samples)
+            plain = plain_first_snapshot(master, info, size_dir, rounds)
             progress("store sizes: cold snapshot")
             store = store_phase(master, info, size_dir, text, args.seed)
             progress("peak memory (a subprocess)")
@@ -1991,7 +2143,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.profile and not profile:
                 progress("profiling a cold and a no-change scan")
                 profile = profile_scans(master, info, size_dir, args.profile)
-            results.append(summarize_size(info, rounds, samples, store, peak))
+            results.append(summarize_size(info, rounds, samples, store, peak) | {"plain": plain})
             shutil.rmtree(size_dir)
         env["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         digests = {env["source_digest"], source_digest(), *(r["memory"]["source"] for r in results)}

@@ -32,7 +32,7 @@ What a backend must keep, whatever it is built on:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol, Self
 
 from turnback.catalog import Message
@@ -78,6 +78,7 @@ from turnback.store.records import (
     RunningCommand,
     RunningTurn,
     SchemaObject,
+    SealedBlob,
     SealedNotice,
     SessionActivity,
     SnapshotRecord,
@@ -94,6 +95,12 @@ class BlobBackend(Protocol):
 
     def put_chunks(self, chunks: Iterable[bytes]) -> StoredContent:
         """Store content given as pieces of any size (inside a transaction, so its chunks land with it)."""
+
+    def seal_chunks(self, chunks: Iterable[bytes], out: Callable[[SealedBlob], None]) -> StoredContent:
+        """What ``put_chunks`` stores, as sealed rows handed to *out*; no database asked (a forked process may)."""
+
+    def put_sealed(self, rows: Sequence[SealedBlob]) -> None:
+        """Store rows ``seal_chunks`` made (inside a transaction); a blob already stored stays as it is."""
 
     def has(self, blob_id: BlobId) -> bool: ...
 

@@ -19,8 +19,8 @@ data blobs up to ``DICT_MAX_BLOB`` are compressed with it (kind
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import NamedTuple, Protocol
 
 import zstandard
 
@@ -28,7 +28,7 @@ from turnback.catalog import Message
 from turnback.errors import BlobCorruptError
 from turnback.model import BlobId
 from turnback.store.crypto import ID_LEN, Crypto
-from turnback.store.records import StoredBlob, StoredContent
+from turnback.store.records import SealedBlob, StoredBlob, StoredContent
 from turnback.store.sql import SqlDatabase
 
 CHUNK_SIZE = 4 << 20
@@ -40,6 +40,10 @@ DICT_META_KEY = "zstd_dictionary"
 DICT_BYTES = 112 << 10
 DICT_MAX_BLOB = 64 << 10  # a larger content has enough of its own to compress against
 DICT_MIN_SAMPLES = 500  # fewer files than this teach a dictionary little
+# zstd's cover parameters fixed rather than searched: the search costs about 5x the training (1.8 s against 0.35 s
+# on 1,000 files here) for contents 0.4% smaller.
+DICT_COVER_K = 1024
+DICT_COVER_D = 8
 DICT_LOOK_AGAIN_S = 10.0
 
 
@@ -47,9 +51,16 @@ def _context(blob_id: bytes, kind: int) -> bytes:
     return b"blob" + blob_id + bytes([kind])
 
 
+_INSERT_BLOB = "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+
+
 class _Opened(NamedTuple):
     kind: int  # KIND_DATA or KIND_CHUNKS (a dictionary-compressed blob opens as data)
     plain: bytes
+
+
+class _PutBlob(Protocol):
+    def __call__(self, blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None: ...
 
 
 class BlobStore:
@@ -77,6 +88,7 @@ class BlobStore:
         if row is not None:
             raw = self._crypto.open(bytes(row["value"]), DICT_META_KEY.encode())
             dictionary = zstandard.ZstdCompressionDict(raw)
+            dictionary.precompute_compress(level=ZSTD_LEVEL)  # else each compress loads it again
             self._dict_compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL, dict_data=dictionary)
             self._dict_decompressor = zstandard.ZstdDecompressor(dict_data=dictionary)
 
@@ -91,7 +103,7 @@ class BlobStore:
         if self.has_dictionary() or len(small) < DICT_MIN_SAMPLES:
             return False
         try:
-            raw = zstandard.train_dictionary(DICT_BYTES, small).as_bytes()
+            raw = zstandard.train_dictionary(DICT_BYTES, small, k=DICT_COVER_K, d=DICT_COVER_D).as_bytes()
         except zstandard.ZstdError:
             return False  # samples zstd can learn nothing from
         self._db.execute(
@@ -103,18 +115,23 @@ class BlobStore:
 
     # -- writing ---------------------------------------------------------------------------
 
-    def _put(self, blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None:
-        """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own)."""
-        if self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)):
-            return
+    def _seal(self, blob_id: bytes, kind: int, plain: bytes, size: int) -> SealedBlob:
         compressor = self._compressor
         if kind == KIND_DATA and len(plain) <= DICT_MAX_BLOB and self.has_dictionary():
             assert self._dict_compressor is not None
             kind, compressor = KIND_DATA_DICT, self._dict_compressor
-        sealed = self._crypto.seal(compressor.compress(plain), _context(blob_id, kind))
-        self._db.execute(
-            "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING",
-            (blob_id, kind, len(plain) if size is None else size, len(sealed), sealed, time.time_ns()),
+        return SealedBlob(blob_id, kind, size, self._crypto.seal(compressor.compress(plain), _context(blob_id, kind)))
+
+    def _put(self, blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None:
+        """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own)."""
+        if not self.has(blob_id):
+            self.put_sealed([self._seal(blob_id, kind, plain, len(plain) if size is None else size)])
+
+    def put_sealed(self, rows: Sequence[SealedBlob]) -> None:
+        """Store blobs sealed by ``seal_chunks`` (in this process or another); one already stored stays as it is."""
+        now = time.time_ns()
+        self._db.executemany(
+            _INSERT_BLOB, [(row.id, row.kind, row.size, len(row.sealed), row.sealed, now) for row in rows]
         )
 
     def put_bytes(self, data: bytes) -> BlobId:
@@ -126,30 +143,45 @@ class BlobStore:
 
         Call inside a transaction so the content and its chunks land together.
         """
+        return self._chunked(chunks, self._put)
+
+    def seal_chunks(self, chunks: Iterable[bytes], out: Callable[[SealedBlob], None]) -> StoredContent:
+        """What ``put_chunks`` stores, handed to *out* as sealed rows instead (without asking the database
+        which it has): a process forked from this one seals, the one that forked it stores (``put_sealed``)."""
+
+        def seal(blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None:
+            out(self._seal(blob_id, kind, plain, len(plain) if size is None else size))
+
+        return self._chunked(chunks, seal)
+
+    def _chunked(self, chunks: Iterable[bytes], put: _PutBlob) -> StoredContent:
+        """Hash *chunks* whole, cut them into chunk blobs when longer than ``CHUNK_SIZE``, and *put* each blob."""
         whole = self._crypto.content_hasher()
         chunk_ids: list[bytes] = []
-        pending = bytearray()
-        size = 0
+        pending: list[bytes] = []  # pieces not put yet (most contents are one piece: never copied whole)
+        pending_size = size = 0
         for piece in chunks:
             whole.update(piece)
             size += len(piece)
-            pending += piece
-            while len(pending) > CHUNK_SIZE:
-                chunk = bytes(pending[:CHUNK_SIZE])
-                del pending[:CHUNK_SIZE]
+            pending.append(piece)
+            pending_size += len(piece)
+            while pending_size > CHUNK_SIZE:
+                joined = b"".join(pending)
+                chunk, rest = joined[:CHUNK_SIZE], joined[CHUNK_SIZE:]
+                pending, pending_size = [rest], len(rest)
                 chunk_id = self._crypto.content_id(chunk)
-                self._put(chunk_id, KIND_DATA, chunk)
+                put(chunk_id, KIND_DATA, chunk)
                 chunk_ids.append(chunk_id)
         content_id = BlobId(whole.digest())
+        last = b"".join(pending)
         if not chunk_ids:
-            self._put(content_id, KIND_DATA, bytes(pending))
+            put(content_id, KIND_DATA, last)
             return StoredContent(content_id, size)
-        if pending:
-            chunk = bytes(pending)
-            chunk_id = self._crypto.content_id(chunk)
-            self._put(chunk_id, KIND_DATA, chunk)
+        if last:
+            chunk_id = self._crypto.content_id(last)
+            put(chunk_id, KIND_DATA, last)
             chunk_ids.append(chunk_id)
-        self._put(content_id, KIND_CHUNKS, b"".join(chunk_ids), size=size)
+        put(content_id, KIND_CHUNKS, b"".join(chunk_ids), size=size)
         return StoredContent(content_id, size)
 
     # -- reading ---------------------------------------------------------------------------

@@ -147,6 +147,16 @@ class DanglingReference(NamedTuple):
     parent: str  # names a row of this table that is not there
 
 
+class SealedBlob(NamedTuple):
+    """One blob row ready to insert: compressed and sealed, no database needed to make it (a process that
+    reads and seals files for another one, the writer, sends these)."""
+
+    id: bytes
+    kind: int
+    size: int  # the content's size (a chunk list's is the whole content's, not its own)
+    sealed: bytes
+
+
 __all__ = [
     "BusyMark",
     "CachedSnapshot",
@@ -165,6 +175,7 @@ __all__ = [
     "RunningCommand",
     "RunningTurn",
     "SchemaObject",
+    "SealedBlob",
     "SealedNotice",
     "SessionActivity",
     "SnapshotRecord",

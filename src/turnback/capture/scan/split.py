@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import errno
+import fcntl
+import functools
 import gc
 import itertools
 import marshal
@@ -13,8 +16,8 @@ import signal
 import stat
 import struct
 import threading
-from collections.abc import Iterable, Iterator
-from typing import NoReturn
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO, NoReturn
 
 from turnback.capture.scan.entries import ScanRules, Snapshot
 from turnback.capture.scan.walk import DIR_FLAGS, NotKnown, Scanner, open_folder
@@ -60,11 +63,6 @@ class _ChangeFinder(Scanner):
         """How many paths of *previous* this finder met."""
         return self.unchanged + sum(path in self.previous for path in self.changed)
 
-    def take(self, queue: int, units: list[tuple[int, str]]) -> None:
-        """Walk the units whose numbers this process reads first from the pipe *queue*."""
-        while record := os.read(queue, _UNIT.size):  # a pipe read of 4 bytes is never split between readers
-            self.walk_from(*units[_UNIT.unpack(record)[0]])
-
 
 def _stores_nothing(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
     raise AssertionError("a change finder reads no file")
@@ -74,6 +72,7 @@ def _stores_nothing(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
 SPLIT_UNITS = 256
 SPLIT_MAX_PROCESSES = 4
 _UNIT = struct.Struct("<I")
+_PIPE_HOLDS = 1 << 16  # what a pipe holds unless it is asked for more (Linux, macOS)
 
 
 def scan_processes() -> int:
@@ -88,16 +87,73 @@ def scan_processes() -> int:
     return min(cpus, SPLIT_MAX_PROCESSES)
 
 
-def _fork_finder(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]], children: dict[int, int]) -> None:
-    """Start a process that walks the units it reads from *queue* and sends what it found; note it in
-    *children* (pid: the pipe it sends on) before any signal can cut the parent short."""
+def take_units(queue: int, units: list[tuple[int, str]], walk: Callable[[int, str], object]) -> None:
+    """*walk* (folder descriptor, prefix) each unit whose number this process reads first from the pipe *queue*."""
+    while record := os.read(queue, _UNIT.size):  # a pipe read of 4 bytes is never split between readers
+        walk(*units[_UNIT.unpack(record)[0]])
+
+
+def unit_queue(units: list[tuple[int, str]]) -> int | None:
+    """A pipe to read the units' numbers from, each once, whichever process reads it; ``None`` when a pipe cannot
+    hold them all (a folder near the top with hundreds of thousands of folders), or no pipe can be made for want of
+    descriptors (the units hold them): the caller scans in one process.
+
+    It is filled before any process reads it, so it is made as large as they need (a pipe holds 64 KiB, 16,384
+    units, unless asked for more, up to the system's limit) and written without waiting.
+    """
+    payload = b"".join(_UNIT.pack(n) for n in range(len(units)))
+    try:
+        queue, feed = os.pipe()
+    except OSError as exc:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):  # the units hold every descriptor this process may have
+            return None
+        raise
+    try:
+        if len(payload) > _PIPE_HOLDS and hasattr(fcntl, "F_SETPIPE_SZ"):
+            with contextlib.suppress(OSError):
+                fcntl.fcntl(feed, fcntl.F_SETPIPE_SZ, len(payload))
+        os.set_blocking(feed, False)
+        try:
+            written = os.write(feed, payload)
+        except BlockingIOError:
+            written = 0
+    finally:
+        os.close(feed)
+    if written < len(payload):
+        os.close(queue)
+        return None
+    return queue
+
+
+def split_units(scanner: Scanner, root_fd: int) -> list[tuple[int, str]]:
+    """The folders near the top of the tree at *root_fd* (each opened, at its prefix), visited breadth first by
+    *scanner* until they are ``SPLIT_UNITS`` or none is left; *root_fd* is theirs to close too."""
+    frontier = collections.deque([(root_fd, "")])
+    try:
+        while frontier and len(frontier) < SPLIT_UNITS:
+            fd, prefix = frontier[0]
+            for name in scanner.list_folder(fd, prefix):
+                sub = scanner.enter_folder(fd, prefix, name)
+                if sub is not None:
+                    frontier.append((sub, prefix + name + "/"))
+            os.close(frontier.popleft()[0])
+    except BaseException:
+        for fd, _ in frontier:
+            os.close(fd)
+        raise
+    return list(frontier)
+
+
+def fork_worker(work: Callable[[BinaryIO], object], children: dict[int, int]) -> None:
+    """Start a process that runs *work* with the pipe it sends on, and leaves; note it in *children* (pid: the
+    pipe to read what it sends) before any signal can cut the parent short."""
     found, sent = os.pipe()
     pid = -1
     try:
         with _signals_held():
             pid = os.fork()
             if pid == 0:
-                _find_in_child(finder, queue, units, sent)
+                _work_in_child(work, sent)
             children[pid] = found
     finally:
         os.close(sent)
@@ -105,8 +161,8 @@ def _fork_finder(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]]
             os.close(found)
 
 
-def _find_in_child(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]], sent: int) -> NoReturn:
-    """The child: walk, send, and leave without running any of the parent's clean-up."""
+def _work_in_child(work: Callable[[BinaryIO], object], sent: int) -> NoReturn:
+    """The child: work, send, and leave without running any of the parent's clean-up."""
     code = 1
     try:
         stops = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
@@ -114,14 +170,36 @@ def _find_in_child(finder: _ChangeFinder, queue: int, units: list[tuple[int, str
             signal.signal(stop, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # held since the fork
         gc.disable()  # a collection would touch, and so copy, every page of the parent's objects
-        finder.unchanged, finder.changed, finder.closed = 0, {}, []
-        finder.take(queue, units)
-        found = marshal.dumps((finder.known(), finder.changed, finder.closed))
         with os.fdopen(sent, "wb") as out:
-            out.write(found)
+            work(out)
         code = 0
     finally:
         os._exit(code)
+
+
+def end_workers(children: dict[int, int]) -> None:
+    """Kill and reap the workers still in *children* (a scan cut short: none outlives it), closing their pipes
+    (those not already closed: -1)."""
+    for pid in children:
+        os.kill(pid, signal.SIGKILL)
+    for pid, found in children.items():
+        if found >= 0:
+            os.close(found)
+        os.waitpid(pid, 0)
+
+
+def reap_worker(children: dict[int, int], pid: int) -> bool:
+    """Wait for the worker *pid* (its pipe closed already), forget it; whether it ended well."""
+    with _signals_held():  # a child reaped is a child forgotten, and the other way round
+        status = os.waitpid(pid, 0)[1]
+        del children[pid]
+    return status == 0
+
+
+def _send_found(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]], out: BinaryIO) -> None:
+    finder.unchanged, finder.changed, finder.closed = 0, {}, []
+    take_units(queue, units, finder.walk_from)
+    out.write(marshal.dumps((finder.known(), finder.changed, finder.closed)))
 
 
 @contextlib.contextmanager
@@ -141,27 +219,21 @@ def find_changes(
     that only stat, as ``rescan_tree`` takes them (each ``False``: a folder new to the snapshot is walked whole
     anyway); ``None`` when only a full scan can tell."""
     finder = _ChangeFinder(rules, previous, now_ns, root)
-    frontier = collections.deque([(os.open(root, DIR_FLAGS), "")])
     children: dict[int, int] = {}  # pid: the pipe it sends what it found on
+    units: list[tuple[int, str]] = []
     queue = -1
     try:
-        while frontier and len(frontier) < SPLIT_UNITS:  # breadth first, until there are enough folders
-            fd, prefix = frontier[0]
-            for name in finder.list_folder(fd, prefix):
-                sub = finder.enter_folder(fd, prefix, name)
-                if sub is not None:
-                    frontier.append((sub, prefix + name + "/"))
-            os.close(frontier.popleft()[0])
-        units = list(frontier)
-        queue, feed = os.pipe()
-        with os.fdopen(feed, "wb") as out:  # the pipe holds them all: 4 bytes a unit
-            out.write(b"".join(_UNIT.pack(n) for n in range(len(units))))
+        units = split_units(finder, os.open(root, DIR_FLAGS))
+        queued = unit_queue(units)
+        if queued is None:
+            return None
+        queue = queued
         for _ in range(processes - 1):
             try:
-                _fork_finder(finder, queue, units, children)
+                fork_worker(functools.partial(_send_found, finder, queue, units), children)
             except OSError:  # no more processes now: the ones there are walk it all
                 break
-        finder.take(queue, units)
+        take_units(queue, units, finder.walk_from)
         known = finder.known()
         changed = finder.changed
         for pid, found in list(children.items()):
@@ -169,10 +241,7 @@ def find_changes(
                 payload = pipe.read()
             children[pid] = -1
             os.close(found)
-            with _signals_held():  # a child reaped is a child forgotten, and the other way round
-                status = os.waitpid(pid, 0)[1]
-                del children[pid]
-            if status != 0:
+            if not reap_worker(children, pid):
                 return None
             their_known, their_changed, their_closed = marshal.loads(payload)
             known += their_known
@@ -186,13 +255,8 @@ def find_changes(
     except NotKnown:
         return None
     finally:
-        for pid in children:  # cut short: no child outlives the scan
-            os.kill(pid, signal.SIGKILL)
-        for pid, found in children.items():
-            if found >= 0:
-                os.close(found)
-            os.waitpid(pid, 0)
-        for fd, _ in frontier:
+        end_workers(children)
+        for fd, _ in units:
             os.close(fd)
         if queue >= 0:
             os.close(queue)

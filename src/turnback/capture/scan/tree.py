@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from turnback.capture.gitindex import GitIndex
+from turnback.capture.scan.cold import scan_cold
 from turnback.capture.scan.entries import ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.rescan import rescan_tree
 from turnback.capture.scan.split import find_changes, scan_processes
@@ -26,9 +27,10 @@ def scan_tree(
     """Snapshot the tree at *root*, storing the content of every file whose stat changed since *previous*.
 
     With *only*, just that one name in *root* (a file, link, or folder and all below it). With
-    *git_index*, a file git's index vouches for is recorded as its git object, not read. A large tree
-    scanned again is walked by several processes that only find what changed (``find_changes``); the
-    changed paths are then recorded as a watcher's are.
+    *git_index*, a file git's index vouches for is recorded as its git object, not read. A first
+    snapshot is read by several processes (``scan_cold``). A large tree scanned again is walked by
+    several processes that only find what changed (``find_changes``); the changed paths are then
+    recorded as a watcher's are.
     """
     if previous and only is None and len(previous) >= SPLIT_MIN_ENTRIES and (processes := scan_processes()) > 1:
         changed = find_changes(root, rules, previous, now_ns=now_ns, processes=processes)
@@ -36,6 +38,10 @@ def scan_tree(
             result = rescan_tree(store, root, rules, previous, changed, now_ns=now_ns, walked=True)
             if result is not None:
                 return result
+    if previous is None and only is None and (processes := scan_processes()) > 1:
+        result = scan_cold(store, root, rules, now_ns=now_ns, processes=processes, git_index=git_index)
+        if result is not None:
+            return result
     writer = BatchedWriter(store, teach=previous is None and only is None)
     scanner = Scanner(rules, previous or {}, writer.put, now_ns, only, root, git_index)
     try:

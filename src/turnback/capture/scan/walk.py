@@ -23,7 +23,7 @@ import hashlib
 import itertools
 import os
 import stat
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, object_for
 from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
@@ -31,6 +31,7 @@ from turnback.catalog import Message
 from turnback.model import BlobId
 from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
+from turnback.store.records import SealedBlob
 
 RACY_WINDOW_NS = 2_000_000_000
 FINE_RACY_WINDOW_NS = 100_000_000
@@ -104,7 +105,9 @@ class BatchedWriter:
     def _transaction(self) -> None:
         if self._open is None:
             self._open = contextlib.ExitStack()
-            self._open.enter_context(self._store.transaction())
+            # Not synced to disk on its own: nothing refers to a blob until a later record does, and the durable
+            # commit of that record makes every commit before it durable too (one log, written in order).
+            self._open.enter_context(self._store.transaction(durable=False))
 
     def put(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         if self._held is not None:
@@ -126,11 +129,20 @@ class BatchedWriter:
                 return blob, size
         self._transaction()
         blob, size = self._store.put_content(chunks)
-        self._files += 1
+        self._count(1, size)
+        return blob, size
+
+    def put_sealed(self, rows: Sequence[SealedBlob], contents: int, size: int) -> None:
+        """Store blobs sealed by another process: *contents* files' worth, *size* bytes before compression."""
+        self._transaction()
+        self._store.blobs.put_sealed(rows)
+        self._count(contents, size)
+
+    def _count(self, files: int, size: int) -> None:
+        self._files += files
         self._bytes += size
         if self._files >= BATCH_FILES or self._bytes >= BATCH_BYTES:
             self.commit()
-        return blob, size
 
     def _teach(self) -> None:
         """Train the dictionary on the files held back (when they are enough), then store them."""

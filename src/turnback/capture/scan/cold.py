@@ -1,0 +1,236 @@
+"""A first snapshot of a large tree (no stat cache yet: every file is read) split over processes.
+
+The process that scans walks the top of the tree itself, storing what it meets there (its first small files
+train the store's dictionary), down to ``SPLIT_UNITS`` folders; then forked processes, one per CPU, take those
+folders one at a time and walk each as ``Scanner`` does, reading, hashing, compressing and sealing every file
+(``BlobBackend.seal_chunks``: no database asked). They send the sealed rows, and each folder's entries once it
+is walked, on a pipe; the scanning process, the only one that writes, stores the rows one transaction per batch
+(``BatchedWriter``) and puts the entries together.
+
+A worker that fails (killed, or an error it cannot answer) makes the whole scan run again in one process, which
+then meets the error where it is; what the workers sealed and the parent stored stays (the same ids).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import marshal
+import os
+import selectors
+import struct
+from collections.abc import Callable, Iterable
+from typing import Any, BinaryIO
+
+from turnback.capture.gitindex import GitIndex
+from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
+from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner
+from turnback.model import BlobId
+from turnback.store.api import BlobBackend, StoreBackend
+from turnback.store.records import SealedBlob
+
+SEND_BYTES = 1 << 20  # sealed rows a worker holds before it sends them
+_FRAME = struct.Struct("<I")  # each message on a worker's pipe: its length, then marshal's bytes
+_ROWS, _FOLDER = 0, 1  # what a message holds: sealed rows, or a folder walked
+
+
+def _heap_trimmer() -> Callable[[], object]:
+    """glibc's ``malloc_trim(0)``, or nothing where there is none.
+
+    A worker's large buffers (a big file's 4 MiB chunks, compressed and sealed) come from the heap once glibc
+    has raised its threshold for mapping them apart, and stay its pages when freed: trimmed after each folder,
+    a worker's own pages on a 10,000-file tree went from 18 MB to 8-12 MB.
+    """
+    import ctypes  # here: only a split first snapshot needs it, never a hook
+
+    try:
+        trim = ctypes.CDLL(None).malloc_trim
+    except (OSError, AttributeError):
+        return lambda: None
+    trim.argtypes = [ctypes.c_size_t]
+    return functools.partial(trim, 0)
+
+
+class _SealingScanner(Scanner):
+    """A worker's walk: each file's content sealed and sent, not stored; each folder's entries sent once walked.
+
+    Each folder handed out starts from the entry the parent recorded for it (*recorded*), so that what the walk
+    finds about it (a folder it cannot list) is sent back with the rest.
+    """
+
+    def __init__(
+        self,
+        blobs: BlobBackend,
+        recorded: Snapshot,
+        rules: ScanRules,
+        now_ns: int,
+        root: str,
+        git_index: GitIndex | None,
+    ) -> None:
+        super().__init__(rules, {}, self._seal, now_ns, None, root, git_index)
+        self._blobs = blobs
+        self._recorded = recorded
+        self._trim_heap = _heap_trimmer()
+        self._out: BinaryIO | None = None
+        self._rows: list[tuple[bytes, int, int, bytes]] = []
+        self._row_bytes = 0
+        self._contents = 0  # files whose rows are among those held
+        self._content_bytes = 0
+
+    def _seal(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
+        stored = self._blobs.seal_chunks(chunks, self._hold)
+        self._contents += 1
+        self._content_bytes += stored.size
+        return stored.blob, stored.size
+
+    def _hold(self, row: SealedBlob) -> None:
+        self._rows.append(tuple(row))  # type: ignore[arg-type]  # marshal sends plain tuples
+        self._row_bytes += len(row.sealed)
+        if self._row_bytes >= SEND_BYTES:
+            self._send_rows()
+
+    def _send(self, message: tuple[Any, ...]) -> None:
+        assert self._out is not None
+        payload = marshal.dumps(message)
+        self._out.write(_FRAME.pack(len(payload)) + payload)
+        self._out.flush()
+
+    def _send_rows(self) -> None:
+        if self._rows:
+            self._send((_ROWS, self._rows, self._contents, self._content_bytes))
+        self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
+
+    def walk_unit(self, fd: int, prefix: str) -> None:
+        """Walk one folder the parent handed out, and send all it found (the rows before the entries naming them)."""
+        folder = self._recorded.get(prefix[:-1])  # (none for the top folder, handed out whole)
+        if folder is not None:
+            self.snapshot[prefix[:-1]] = folder
+        self.walk_from(fd, prefix)
+        self._send_rows()
+        entries = [tuple(entry) for entry in self.snapshot.values()]
+        self._send((_FOLDER, list(self.snapshot), entries, self.files_read, self.bytes_read))
+        self.snapshot, self.files_read, self.bytes_read = {}, 0, 0
+        self._trim_heap()
+
+    def work(self, queue: int, units: list[tuple[int, str]], out: BinaryIO) -> None:
+        self._out = out
+        take_units(queue, units, self.walk_unit)
+
+
+class _TopScanner(Scanner):
+    """The scanning process's walk of the top of the tree, which keeps every folder it hands out open: one it
+    cannot open or list for want of descriptors is no unreadable folder, so the scan gives way to one in one
+    process (which keeps one folder open per level)."""
+
+    def folder_unreadable(self, path: str, exc: OSError) -> None:
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            raise NotKnown from exc
+        super().folder_unreadable(path, exc)
+
+
+class _Parent:
+    """What the scanning process puts together from its workers' messages."""
+
+    def __init__(self, scanner: Scanner, writer: BatchedWriter):
+        self.scanner = scanner
+        self.writer = writer
+
+    def take(self, message: tuple[Any, ...]) -> None:
+        if message[0] == _ROWS:
+            _, rows, contents, size = message
+            self.writer.put_sealed([SealedBlob._make(row) for row in rows], contents, size)
+            return
+        _, paths, entries, files_read, bytes_read = message
+        self.scanner.snapshot.update(zip(paths, map(Entry._make, entries), strict=True))
+        self.scanner.files_read += files_read
+        self.scanner.bytes_read += bytes_read
+
+
+def _receive(children: dict[int, int], take: Callable[[tuple[Any, ...]], None]) -> bool:
+    """Take every message the workers send, as it comes, until each has ended; whether all ended well."""
+    buffers = {found: bytearray() for found in children.values()}
+    pids = {found: pid for pid, found in children.items()}
+    ok = True
+    with selectors.DefaultSelector() as selector:
+        for found in buffers:
+            selector.register(found, selectors.EVENT_READ)
+        while selector.get_map():
+            for key, _ in selector.select():
+                found = key.fd
+                data = os.read(found, 1 << 20)
+                buffer = buffers[found]
+                if not data:  # the worker has ended (or died): what is left is a message cut short
+                    selector.unregister(found)
+                    os.close(found)
+                    pid = pids[found]
+                    children[pid] = -1
+                    ok = reap_worker(children, pid) and not buffer and ok
+                    continue
+                buffer += data
+                start = 0
+                while len(buffer) - start >= _FRAME.size:
+                    (length,) = _FRAME.unpack_from(buffer, start)
+                    end = start + _FRAME.size + length
+                    if end > len(buffer):
+                        break
+                    take(marshal.loads(memoryview(buffer)[start + _FRAME.size : end]))
+                    start = end
+                del buffer[:start]
+    return ok
+
+
+def scan_cold(
+    store: StoreBackend,
+    root: str,
+    rules: ScanRules,
+    *,
+    now_ns: int,
+    processes: int,
+    git_index: GitIndex | None = None,
+) -> ScanResult | None:
+    """The first snapshot of the tree at *root*, its files read by *processes* forked workers; ``None`` when a
+    worker failed, or the top of the tree has more folders than this process may keep open (the caller scans
+    again in one process)."""
+    writer = BatchedWriter(store, teach=True)
+    scanner = _TopScanner(rules, {}, writer.put, now_ns, None, root, git_index)
+    children: dict[int, int] = {}  # pid: the pipe it sends on (-1 once closed)
+    units: list[tuple[int, str]] = []
+    queue = -1
+    try:
+        units = split_units(scanner, os.open(root, DIR_FLAGS))
+        writer.commit()  # the dictionary trained (on the first small files met) before a worker compresses
+        if units:
+            queued = unit_queue(units)
+            if queued is None:
+                writer.commit()
+                return None
+            queue = queued
+            worker = _SealingScanner(store.blobs, scanner.snapshot, rules, now_ns, root, git_index)
+            for _ in range(processes):
+                try:
+                    fork_worker(lambda out: worker.work(queue, units, out), children)
+                except OSError:  # no more processes now: the ones there are take it all
+                    break
+            if not children:
+                take_units(queue, units, scanner.walk_from)  # no worker could start: this process walks it all
+            elif not _receive(children, _Parent(scanner, writer).take):
+                writer.commit()
+                return None
+    except NotKnown:
+        writer.commit()
+        return None
+    except BaseException as exc:
+        writer.abort(exc)
+        raise
+    finally:
+        end_workers(children)
+        for fd, _ in units:
+            os.close(fd)
+        if queue >= 0:
+            os.close(queue)
+    writer.commit()
+    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read)
+
+
+__all__ = ["scan_cold"]
