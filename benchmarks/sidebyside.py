@@ -231,6 +231,7 @@ REFERENCE_FILES = 10_000
 BULK_AT_REFERENCE = (1_000, 100, 100)  # edits, creates, deletes on a tree of REFERENCE_FILES or more
 EDIT_FILES = 10
 UNDO_CHANGES = ((4, 1, 0), (4, 0, 1))  # edits, creates, deletes of the two changes undone (10 files)
+UNDO_MANY_CHANGE = (800, 100, 100)  # edits, creates, deletes of the one turn undone (1,000 files)
 TOOL_WRITES = 5
 TOOL_WRITE_BYTES = 10 * 1024
 STORE_TURNS = 50
@@ -246,6 +247,7 @@ TARGET_DETECT_RATIO = 1.0
 TARGET_WALK_MULTIPLE = 1.5
 TARGET_WATCHER_SPEEDUP = 10.0
 TARGET_UNDO_SPEEDUP = 5.0
+TARGET_UNDO_MANY_SPEEDUP = 10.0
 TARGET_PEAK_BYTES = 300_000_000
 ADOPT_TIMEOUT_S = 900.0  # waiting for turnback's background copy of git objects: fail after this long
 ADOPT_STALL_S = 120.0  # ... or when no object was copied for this long (the helper died, say)
@@ -1193,6 +1195,103 @@ def store_phase(master: Path, info: TreeInfo, base: Path, text: TextSource, seed
         turnback_turn_s=tb_turn_s,
         git_turn_s=git_turn_s,
     )
+
+
+@dataclass
+class UndoManyFigures:
+    """The undo of one turn that changed many files, against git's undo of the same change, per round."""
+
+    edits: int
+    creates: int
+    deletes: int
+    turnback_s: list[float]  # plan_undo + apply
+    git_s: list[float]  # git clean -fdq + git reset -q --hard
+    plan_s: list[float]
+    apply_s: list[float]
+    git_lost_folders: list[int]
+
+
+def undo_many_counts(files: int) -> tuple[int, int, int]:
+    """The 1,000-file turn (800 edits, 100 creates, 100 deletes), scaled down for trees under 10,000 files."""
+    scale = min(1.0, files / REFERENCE_FILES)
+    edits, creates, deletes = (max(1, round(n * scale)) for n in UNDO_MANY_CHANGE)
+    return edits, creates, deletes
+
+
+def undo_many_phase(
+    master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int, rounds: int
+) -> UndoManyFigures:
+    """Undo of one turn that changed 1,000 files across folders, against the shadow git's undo, per round.
+
+    Each round: fresh copies and a fresh store; both sides take their first snapshot and checkpoint
+    (untimed); one command edits, creates and deletes the files (creates go into folders the other files
+    are in, some into a folder the command makes); then, timed, turnback's ``plan_undo`` + ``apply`` and
+    git's ``clean -fdq`` + ``reset -q --hard`` (who goes first alternates). Both trees are checked byte for
+    byte against the tree before the change.
+    """
+    edits, creates, deletes = undo_many_counts(info.files)
+    figures = UndoManyFigures(edits, creates, deletes, [], [], [], [], [])
+    for number in range(rounds):
+        where = base / f"undo-many-{number}"
+        where.mkdir()
+        tree_tb, tree_git = where / "tree-turnback", where / "tree-git"
+        copy_project(master, tree_tb, info)
+        copy_project(master, tree_git, info)
+        rng = random.Random(f"undo-many:{seed}:{info.label}:{number}")
+        side = TurnbackSide(where / "store", tree_tb)
+        git = ShadowGit(where / "shadow.git", tree_git)
+        try:
+            git.init()
+            side.scan()
+            side.wait_adopted()
+            git.checkpoint()
+            start_sha = git.head()
+            before = manifest(tree_tb)
+            state = EditState(info.editable)
+            change = make_change(
+                state, rng, text, tree_tb, edits=edits, creates=creates, deletes=deletes, tag=f"um{number}"
+            )
+            # A tenth of the new files go into folders the command makes (undo removes those folders too).
+            moved = {
+                rel: f"{rel.rsplit('/', 1)[0] + '/' if '/' in rel else ''}um-new-{i % 10}/{rel.rsplit('/', 1)[-1]}"
+                for i, rel in enumerate(change.created[: max(1, len(change.created) // 10)])
+            }
+            writes = {moved.get(rel, rel): data for rel, data in change.writes.items()}
+            change = ChangeSet(writes, change.deletes, tuple(moved.get(rel, rel) for rel in change.created))
+            turn = side.begin_turn("many files")
+            call_id = side.begin_command()
+            for tree in (tree_tb, tree_git):
+                for rel in moved.values():
+                    (tree / rel).parent.mkdir(exist_ok=True)
+                apply_change(tree, change)
+            recorded = side.finish_command(call_id)
+            side.end_turn()
+            git.checkpoint()
+            expected = change.paths | {rel.rsplit("/", 1)[0] for rel in moved.values()}  # the new folders too
+            if recorded != expected:
+                raise RuntimeError(f"undo of many files: turnback recorded {len(recorded)} of {len(expected)} paths")
+            progress(f"  undo of many files, round {number + 1}: {change.describe()}")
+            undone: list[tuple[float, float, OpResult]] = []
+            tb_s, git_s = pair(
+                number % 2 == 0, lambda: undone.append(side.undo_from(turn)), lambda: git.undo(start_sha)
+            )
+            plan_s, apply_s, result = undone[0]
+            require_same(before, manifest(tree_tb), "turnback's undo of many files")
+            figures.git_lost_folders.append(
+                require_same(before, manifest(tree_git), "shadow git's undo of many files", hollow_may_go=True)
+            )
+            left = [row for row in result.plan.rows if row.status != "done"]
+            if left:
+                raise RuntimeError(f"turnback's undo of many files left {len(left)} rows undone: {left[0]}")
+            figures.turnback_s.append(tb_s)
+            figures.git_s.append(git_s)
+            figures.plan_s.append(plan_s)
+            figures.apply_s.append(apply_s)
+            progress(f"  undo of many files: turnback {fmt_s(tb_s)}, git {fmt_s(git_s)} ({fmt_speed(tb_s / git_s)})")
+        finally:
+            side.close()
+            shutil.rmtree(where)
+    return figures
 
 
 # -- peak memory, in a subprocess of this script ------------------------------------------------------
