@@ -207,6 +207,34 @@ def _unsafe(path: str, exc: OSError) -> UnsafePathError:
     return UnsafePathError(Message("path_system_error", path=path, error=str(exc.strerror or exc)))
 
 
+def _open_child(fd: int, walked: list[str], *, create: bool, made_in: SyncBatch | None) -> int | None:
+    """Open the folder ``walked[-1]`` in the open folder *fd* (made with *create*), never through a link;
+    ``None`` when it is missing. *walked* names it from the root, in messages."""
+    name = walked[-1]
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError as exc:
+        raise _unsafe("/".join(walked), exc) from exc
+    try:
+        os.mkdir(name, 0o777, dir_fd=fd)
+        if made_in is None:
+            _fsync_dir(fd)
+        else:
+            made_in.add_folder(fd)
+        STEPS.done()
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise _unsafe("/".join(walked), exc) from exc
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=fd)
+    except OSError as exc:
+        raise _unsafe("/".join(walked), exc) from exc
+
+
 def open_regular_at(parent: int, name: str, shown: str) -> tuple[int, Entry]:
     """Open the regular file *name* in the folder *parent* for reading (the caller closes it); a link, FIFO or
     device is refused unopened, and so is a file swapped in between the check and the open. *shown* names it."""
@@ -276,34 +304,12 @@ class Tree:
         The caller closes the descriptor.
         """
         fd = self._open_root()
-        walked: list[str] = []
         try:
-            for name in folders:
-                walked.append(name)
-                try:
-                    next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                except FileNotFoundError:
-                    if not create:
-                        os.close(fd)
-                        return None
-                    try:
-                        os.mkdir(name, 0o777, dir_fd=fd)
-                        if made_in is None:
-                            _fsync_dir(fd)
-                        else:
-                            made_in.add_folder(fd)
-                        STEPS.done()
-                    except FileExistsError:
-                        pass
-                    except OSError as exc:
-                        raise _unsafe("/".join(walked), exc) from exc
-                    try:
-                        next_fd = os.open(name, _DIR_FLAGS, dir_fd=fd)
-                    except OSError as exc:
-                        raise _unsafe("/".join(walked), exc) from exc
-                except OSError as exc:
-                    raise _unsafe("/".join(walked), exc) from exc
+            for depth in range(len(folders)):
+                next_fd = _open_child(fd, folders[: depth + 1], create=create, made_in=made_in)
                 os.close(fd)
+                if next_fd is None:
+                    return None
                 fd = next_fd
         except BaseException:
             os.close(fd)
@@ -712,26 +718,50 @@ class SyncBatch:
 
 
 class OpenFolders:
-    """Folders of a tree held open for a batch of writes, each walked once (``dir_fd``, ``O_NOFOLLOW``).
+    """Folders of a tree held open for a batch of writes, each opened once (``dir_fd``, ``O_NOFOLLOW``).
 
-    Folders made on the way are made durable by *made_in*'s sync, not one by one.
+    Folders made on the way are made durable by *made_in*'s sync, not one by one. Each folder that holds a
+    path asked for stays open; the folders on the way to them stay open too while fewer than *limit* are.
     """
 
-    def __init__(self, tree: Tree, made_in: SyncBatch):
+    def __init__(self, tree: Tree, made_in: SyncBatch, limit: int):
         self.tree = tree
         self.made_in = made_in
+        self.limit = limit
         self._open: dict[str, int] = {}
 
     def parent(self, path: RelPath, *, create: bool = False) -> int | None:
-        """The open folder that holds *path* (made with *create*), or ``None`` when it is missing."""
+        """The open folder that holds *path* (made with *create*), or ``None`` when it is missing.
+
+        It is walked from its nearest folder already open (the root at worst), and every folder on the way
+        is kept open for the next path.
+        """
         folders, _ = split_rel_path(path)
-        key = "/".join(folders)
-        fd = self._open.get(key)
+        depth = len(folders)
+        while depth and "/".join(folders[:depth]) not in self._open:
+            depth -= 1
+        fd = self._open.get("/".join(folders[:depth]))
         if fd is None:
-            fd = self.tree.open_folder(folders, create=create, made_in=self.made_in)
-            if fd is None:
-                return None
-            self._open[key] = fd
+            fd = self._open[""] = self.tree._open_root()
+        owned = False  # fd is a folder on the way that is not kept (over the limit): closed once passed
+        try:
+            while depth < len(folders):
+                child = _open_child(fd, folders[: depth + 1], create=create, made_in=self.made_in)
+                if owned:
+                    os.close(fd)
+                    owned = False
+                if child is None:
+                    return None
+                depth += 1
+                fd = child
+                if depth == len(folders) or len(self._open) < self.limit:
+                    self._open["/".join(folders[:depth])] = child
+                else:
+                    owned = True
+        except BaseException:
+            if owned:
+                os.close(fd)
+            raise
         return fd
 
     def close(self) -> None:

@@ -371,7 +371,7 @@ class _Applier:
         something else (it is applied on its own): fewer outcomes than rows.
         """
         synced, placed = SyncBatch(), SyncBatch()
-        project, trash = OpenFolders(self.tree, synced), OpenFolders(self.trash, synced)
+        project, trash = OpenFolders(self.tree, synced, len(rows)), OpenFolders(self.trash, synced, len(rows))
         outcomes: dict[int, Outcome] = {}
         staged: list[_Staged] = []
         count = len(rows)
@@ -628,9 +628,9 @@ def _settle_turns(store: StoreBackend, plan: Plan) -> None:
 
 # Rows put in place together, with one sync of their files and one of their folders, and one journal commit.
 BATCH_ROWS = 1024
-# A row of a batch holds up to 4 descriptors open until the batch ends: its temp file, the file it displaces, and
-# its folders in the project and in the trash.
-_FDS_PER_ROW = 4
+# A row of a batch holds up to 6 descriptors open until the batch ends: its temp file, the file it displaces, its
+# folders in the project and in the trash, and (kept for the next rows) one folder on the way to each.
+_FDS_PER_ROW = 6
 
 
 def _batch_rows() -> int:
