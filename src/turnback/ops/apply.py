@@ -22,6 +22,13 @@ made: the bytes are copied in step 4 and copied again, from the file still
 held open, if they changed by the time of the swap; only a write through a
 descriptor held open after that can then miss the trash.
 
+Rows of files (and folders the turn made) go in batches (``_apply_file_rows``): each of steps 1-6 is made
+for every row of the batch before the next step starts, so the fsyncs of steps 3-4 become one sync for the
+batch, the folder fsyncs of step 5 another, and step 6 one transaction; step 2's check is made again right
+before each rename. A file is then read once: held open from its check, linked, not read again (a write
+to it after its check shows in its size or modification time, and is in the trash). Any other row is
+applied on its own, between batches.
+
 A run killed anywhere in between is finished by the next run: step 1 makes
 steps 4-5 happen at most once per row, and step 4 writes the same trash
 name again (a link that is already there is kept), so each displaced file
