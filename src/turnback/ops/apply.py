@@ -493,12 +493,16 @@ class _Applier:
             raise _NotBatchable
         fd, entry = open_regular_at(parent, name, path)
         item.displaced = _Displaced(fd)
-        item.displaced.seen = _written(os.fstat(fd))
         hasher = self.store.crypto.content_hasher()
         size = 0
-        for chunk in Tree.iter_open_chunks(fd):
-            hasher.update(chunk)
-            size += len(chunk)
+        try:
+            item.displaced.seen = _written(os.fstat(fd))
+            for chunk in Tree.iter_open_chunks(fd):
+                hasher.update(chunk)
+                size += len(chunk)
+        except BaseException:
+            item.close()
+            raise
         item.current = FileState("file", blob=BlobId(hasher.digest()), size=size, mode=entry.permissions)
         return item
 
