@@ -13,6 +13,7 @@ Run it from the repository root::
     .venv/bin/python benchmarks/sidebyside.py --tree ~/src/some-project    # a real tree (copied first)
     .venv/bin/python benchmarks/sidebyside.py --quick                # smoke run: 2,000 files, 1 round
     .venv/bin/python benchmarks/sidebyside.py --plain                # the project is not a git checkout
+    .venv/bin/python benchmarks/sidebyside.py undo-many --files 50000 --rounds 3   # only the 1,000-file undo
 
 Options: ``--rounds N`` (default 3), ``--seed N``, ``--dir DIR`` (where the
 temp folder goes; the file system matters), ``--json PATH`` (default
@@ -133,6 +134,14 @@ What is timed, per round (the tool that goes first alternates between rounds):
    shared queue, nothing stored (its file list made before the clock starts).
    The ratios are per round, then the median: git's time over turnback's
    (target ≥5×) and turnback's over the floor's (target ≤2×).
+11. undo of 1,000 files (after the rounds, one per round, in fresh copies and a
+   fresh store; ``undo-many`` runs only this): one command edits 800 files,
+   creates 100 (a tenth of them in 10 folders it makes) and deletes 100, in
+   folders all over the tree (scaled down for trees under 10,000 files);
+   turnback: ``Engine.plan_undo`` + ``Engine.apply`` of that turn; git:
+   ``git clean -fdq`` + ``git reset -q --hard SHA`` to the checkpoint before
+   it. Both trees are checked byte for byte against the tree before the
+   change. The target: turnback ≥10× faster.
 
 Peak memory: for each tree size a subprocess of this script runs turnback's
 cold scan, a no-change scan, the bulk change and its undo (its own peak
@@ -242,6 +251,7 @@ REFERENCE_FILES = 10_000
 BULK_AT_REFERENCE = (1_000, 100, 100)  # edits, creates, deletes on a tree of REFERENCE_FILES or more
 EDIT_FILES = 10
 UNDO_CHANGES = ((4, 1, 0), (4, 0, 1))  # edits, creates, deletes of the two changes undone (10 files)
+UNDO_MANY_CHANGE = (800, 100, 100)  # edits, creates, deletes of the one turn undone (1,000 files)
 TOOL_WRITES = 5
 TOOL_WRITE_BYTES = 10 * 1024
 STORE_TURNS = 50
@@ -260,6 +270,7 @@ TARGET_UNDO_SPEEDUP = 5.0
 TARGET_PEAK_BYTES = 200_000_000
 TARGET_PLAIN_SPEEDUP = 5.0
 TARGET_PLAIN_FLOOR_MULTIPLE = 2.0
+TARGET_UNDO_MANY_SPEEDUP = 10.0
 ADOPT_TIMEOUT_S = 900.0  # waiting for turnback's background copy of git objects: fail after this long
 ADOPT_STALL_S = 120.0  # ... or when no object was copied for this long (the helper died, say)
 ADOPT_POLL_S = 0.02
@@ -1208,6 +1219,106 @@ def store_phase(master: Path, info: TreeInfo, base: Path, text: TextSource, seed
     )
 
 
+@dataclass
+class UndoManyFigures:
+    """The undo of one turn that changed many files, against git's undo of the same change, per round."""
+
+    edits: int
+    creates: int
+    deletes: int
+    turnback_s: list[float]  # plan_undo + apply
+    git_s: list[float]  # git clean -fdq + git reset -q --hard
+    plan_s: list[float]
+    apply_s: list[float]
+    git_lost_folders: list[int]
+
+
+def undo_many_counts(files: int) -> tuple[int, int, int]:
+    """The 1,000-file turn (800 edits, 100 creates, 100 deletes), scaled down for trees under 10,000 files."""
+    scale = min(1.0, files / REFERENCE_FILES)
+    edits, creates, deletes = (max(1, round(n * scale)) for n in UNDO_MANY_CHANGE)
+    return edits, creates, deletes
+
+
+def undo_many_phase(
+    master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int, rounds: int
+) -> UndoManyFigures:
+    """Undo of one turn that changed 1,000 files across folders, against the shadow git's undo, per round."""
+    edits, creates, deletes = undo_many_counts(info.files)
+    figures = UndoManyFigures(edits, creates, deletes, [], [], [], [], [])
+    for number in range(rounds):
+        tb_s, git_s, plan_s, apply_s, lost = undo_many_round(number, master, info, base, text, seed)
+        figures.turnback_s.append(tb_s)
+        figures.git_s.append(git_s)
+        figures.plan_s.append(plan_s)
+        figures.apply_s.append(apply_s)
+        figures.git_lost_folders.append(lost)
+        progress(f"  undo of many files: turnback {fmt_s(tb_s)}, git {fmt_s(git_s)} ({fmt_speed(tb_s / git_s)})")
+    return figures
+
+
+def undo_many_round(
+    number: int, master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int
+) -> tuple[float, float, float, float, int]:
+    """One round of :func:`undo_many_phase`: (turnback s, git s, plan_undo s, apply s, folders git lost).
+
+    Fresh copies and a fresh store; both sides take their first snapshot and checkpoint (untimed); one command
+    edits, creates and deletes the files (a tenth of the new files go into folders it makes, which the undo
+    removes); then, timed, turnback's ``plan_undo`` + ``apply`` and git's ``clean -fdq`` + ``reset -q --hard``
+    (who goes first alternates). Both trees are checked byte for byte against the tree before the change.
+    """
+    edits, creates, deletes = undo_many_counts(info.files)
+    where = base / f"undo-many-{number}"
+    where.mkdir()
+    tree_tb, tree_git = where / "tree-turnback", where / "tree-git"
+    copy_project(master, tree_tb, info)
+    copy_project(master, tree_git, info)
+    rng = random.Random(f"undo-many:{seed}:{info.label}:{number}")
+    side = TurnbackSide(where / "store", tree_tb)
+    git = ShadowGit(where / "shadow.git", tree_git)
+    try:
+        git.init()
+        side.scan()
+        side.wait_adopted()
+        git.checkpoint()
+        start_sha = git.head()
+        before = manifest(tree_tb)
+        change = make_change(
+            EditState(info.editable), rng, text, tree_tb, edits=edits, creates=creates, deletes=deletes, tag="um"
+        )
+        moved = {
+            rel: f"{rel.rsplit('/', 1)[0] + '/' if '/' in rel else ''}um-new-{i % 10}/{rel.rsplit('/', 1)[-1]}"
+            for i, rel in enumerate(change.created[: max(1, len(change.created) // 10)])
+        }
+        writes = {moved.get(rel, rel): data for rel, data in change.writes.items()}
+        change = ChangeSet(writes, change.deletes, tuple(moved.get(rel, rel) for rel in change.created))
+        turn = side.begin_turn("many files")
+        call_id = side.begin_command()
+        for tree in (tree_tb, tree_git):
+            for rel in moved.values():
+                (tree / rel).parent.mkdir(exist_ok=True)
+            apply_change(tree, change)
+        recorded = side.finish_command(call_id)
+        side.end_turn()
+        git.checkpoint()
+        expected = change.paths | {rel.rsplit("/", 1)[0] for rel in moved.values()}  # the new folders too
+        if recorded != expected:
+            raise RuntimeError(f"undo of many files: turnback recorded {len(recorded)} of {len(expected)} paths")
+        progress(f"  undo of many files, round {number + 1}: {change.describe()}")
+        undone: list[tuple[float, float, OpResult]] = []
+        tb_s, git_s = pair(number % 2 == 0, lambda: undone.append(side.undo_from(turn)), lambda: git.undo(start_sha))
+        plan_s, apply_s, result = undone[0]
+        require_same(before, manifest(tree_tb), "turnback's undo of many files")
+        lost = require_same(before, manifest(tree_git), "shadow git's undo of many files", hollow_may_go=True)
+        left = [row for row in result.plan.rows if row.status != "done"]
+        if left:
+            raise RuntimeError(f"turnback's undo of many files left {len(left)} rows undone: {left[0]}")
+        return tb_s, git_s, plan_s, apply_s, lost
+    finally:
+        side.close()
+        shutil.rmtree(where)
+
+
 # -- peak memory, in a subprocess of this script ------------------------------------------------------
 
 
@@ -1572,6 +1683,68 @@ def summarize_size(
     }
 
 
+def summarize_undo_many(info: TreeInfo, figures: UndoManyFigures) -> dict[str, Any]:
+    ratios = [tb / git for tb, git in zip(figures.turnback_s, figures.git_s, strict=True) if git > 0]
+    files = figures.edits + figures.creates + figures.deletes
+    tb, git = Spread.of(figures.turnback_s), Spread.of(figures.git_s)
+    return {
+        "title": f"undo of {files:,} files ({figures.edits:,} edits, {figures.creates} creates, "
+        f"{figures.deletes} deletes, one turn)",
+        "files": files,
+        "turnback": {"what": "plan_undo + apply", **asdict(tb), "us_per_file": tb.median * 1e6 / max(1, info.files)},
+        "shadow_git": {
+            "what": "clean -fd + reset --hard",
+            **asdict(git),
+            "us_per_file": git.median * 1e6 / max(1, info.files),
+        },
+        "ratio": statistics.median(ratios) if ratios else math.inf,
+        "plan": asdict(Spread.of(figures.plan_s)),
+        "apply": asdict(Spread.of(figures.apply_s)),
+        "git_lost_folders": figures.git_lost_folders,
+        "samples_s": list(zip(figures.turnback_s, figures.git_s, strict=True)),
+    }
+
+
+def undo_many_rows(result: dict[str, Any]) -> list[list[str]]:
+    """The undo-of-many-files row of the scenario table, if it was measured."""
+    u = result.get("undo_many")
+    if u is None:
+        return []
+    row = [u["title"], fmt_spread(u["turnback"]), fmt_spread(u["shadow_git"]), fmt_ratio(u["ratio"])]
+    return [[*row, f"{u['turnback']['us_per_file']:.2f} / {u['shadow_git']['us_per_file']:.2f}"]]
+
+
+def undo_many_extra_rows(result: dict[str, Any]) -> list[list[str]]:
+    u = result.get("undo_many")
+    if u is None:
+        return []
+    files = f"{u['files']:,} files"
+    return [
+        [f"undo of {files}: plan_undo", fmt_spread(u["plan"]), ""],
+        [f"undo of {files}: apply", fmt_spread(u["apply"]), ""],
+    ]
+
+
+def undo_many_target(results: list[dict[str, Any]]) -> Target | None:
+    """The issue 18 target: an undo of 1,000 files ≥10× faster than git's, on the 50,000-file tree."""
+    measured = [r for r in results if r.get("undo_many")]
+    if not measured:
+        return None
+    chosen = next(
+        (r for r in measured if r["tree"]["files"] == TARGET_FILES), max(measured, key=lambda r: r["tree"]["files"])
+    )
+    where = f"{chosen['tree']['files']:,} files"
+    if chosen["tree"]["files"] != TARGET_FILES:
+        where += f" (target is for {TARGET_FILES:,}: not run)"
+    u = chosen["undo_many"]
+    return Target(
+        f"undo of {u['files']:,} files ≥{TARGET_UNDO_MANY_SPEEDUP:g}× faster than git clean && git reset --hard",
+        fmt_speed(u["ratio"]),
+        u["ratio"] > 0 and 1 / u["ratio"] >= TARGET_UNDO_MANY_SPEEDUP,
+        where,
+    )
+
+
 def fmt_s(seconds: float) -> str:
     ms = seconds * 1e3
     if ms >= 10_000:
@@ -1863,9 +2036,9 @@ def render_text(env: dict[str, Any], results: list[dict[str, Any]], targets: lis
     for result in results:
         mem = result["memory"]
         lines += ["", size_label(result), f"  {result['rounds']} rounds; turnback goes first in odd rounds"]
-        lines += text_table(SCENARIO_HEADER, scenario_rows(result))
+        lines += text_table(SCENARIO_HEADER, scenario_rows(result) + undo_many_rows(result))
         lines += ["", *text_table(PLAIN_HEADER, plain_rows(result)), f"  floor: {PLAIN_FLOOR_WHAT}"]
-        lines += ["", *text_table(EXTRA_HEADER, extra_rows(result))]
+        lines += ["", *text_table(EXTRA_HEADER, extra_rows(result) + undo_many_extra_rows(result))]
         lines += ["", *text_table(STORE_HEADER, store_rows(result))]
         lines += ["", f"  {lost_folders_line(result)}"]
         watcher = watcher_line(result)
@@ -1925,14 +2098,14 @@ def render_markdown(env: dict[str, Any], results: list[dict[str, Any]], targets:
             f"{tree['max_depth']} levels; {result['rounds']} rounds.",
             "",
         ]
-        lines += md_table(SCENARIO_HEADER, scenario_rows(result))
+        lines += md_table(SCENARIO_HEADER, scenario_rows(result) + undo_many_rows(result))
         lines += [
             "",
             *md_table(PLAIN_HEADER, plain_rows(result)),
             "",
             f"{PLAIN_FLOOR_WHAT[0].upper()}{PLAIN_FLOOR_WHAT[1:]}.",
         ]
-        lines += ["", *md_table(EXTRA_HEADER, extra_rows(result))]
+        lines += ["", *md_table(EXTRA_HEADER, extra_rows(result) + undo_many_extra_rows(result))]
         lines += ["", *md_table(STORE_HEADER, store_rows(result))]
         if result["tree"]["git_checkout"]:
             lines += [
@@ -2071,11 +2244,40 @@ def file_counts(text: str) -> list[int]:
     return counts
 
 
+def undo_many_main(args_in: list[str]) -> int:
+    """``sidebyside.py undo-many``: only the undo of 1,000 files against git, with its target (a quick re-run)."""
+    parser = argparse.ArgumentParser(prog="sidebyside.py undo-many", description=undo_many_main.__doc__)
+    parser.add_argument("--files", type=int, default=TARGET_FILES, help=f"tree size (default {TARGET_FILES:,})")
+    parser.add_argument("--rounds", type=positive, default=3, help="rounds (default 3)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dir", metavar="DIR", help="make the temp folder in DIR")
+    args = parser.parse_args(args_in)
+    text = TextSource(args.seed)
+    load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    with temp_base(args.dir, "turnback-undo-many-") as base:
+        master, info = prepare_tree(base, args.files, None, args.seed, text, plain=False)
+        result = {
+            "tree": info.public(),
+            "undo_many": summarize_undo_many(info, undo_many_phase(master, info, base, text, args.seed, args.rounds)),
+        }
+    load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"{os.cpu_count()} CPUs · load average {load_start} at start, {load_end} at end")
+    print(size_label(result))
+    print("\n".join(text_table(SCENARIO_HEADER, undo_many_rows(result))))
+    print("\n".join(text_table(EXTRA_HEADER, undo_many_extra_rows(result))))
+    target = undo_many_target([result])
+    assert target is not None
+    print("\n".join(text_table(TARGET_HEADER, [[target.text, target.measured, target.where, verdict(target)]])))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["_peak"]:
         print(json.dumps(peak_child(json.loads(args_in[1]))))
         return 0
+    if args_in[:1] == ["undo-many"]:
+        return undo_many_main(args_in[1:])
     here = Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     source = parser.add_mutually_exclusive_group()
@@ -2144,6 +2346,10 @@ def main(argv: list[str] | None = None) -> int:
                 progress("profiling a cold and a no-change scan")
                 profile = profile_scans(master, info, size_dir, args.profile)
             results.append(summarize_size(info, rounds, samples, store, peak) | {"plain": plain})
+            progress("undo of many files")
+            results[-1]["undo_many"] = summarize_undo_many(
+                info, undo_many_phase(master, info, size_dir, text, args.seed, rounds)
+            )
             shutil.rmtree(size_dir)
         env["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         digests = {env["source_digest"], source_digest(), *(r["memory"]["source"] for r in results)}
@@ -2153,6 +2359,8 @@ def main(argv: list[str] | None = None) -> int:
         env["this_process_peak_bytes"] = maxrss_bytes(resource.RUSAGE_SELF)
 
     targets = evaluate_targets(results)
+    undo_many = undo_many_target(results)
+    targets += [undo_many] if undo_many else []
     print(render_text(env, results, targets))
     if profile:
         print()

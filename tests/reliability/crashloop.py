@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,8 +155,12 @@ class Pristine:
         return self.case
 
 
-def crash_and_resume(ref: Reference, case: Case, kill_after: int) -> dict[str, int]:
-    """One crash point: kill after step *kill_after*, check, resume, compare with *ref*. Returns the numbers."""
+def crash_and_resume(
+    ref: Reference, case: Case, kill_after: int, *, at_kill: Callable[[Case], None] | None = None
+) -> dict[str, int]:
+    """One crash point: kill after step *kill_after*, check, resume, compare with *ref*. Returns the numbers.
+
+    *at_kill* checks more of what the kill left, before the resume."""
     assert tree_state(case.project) == ref.start, "the scenario is not built the same way twice"
 
     killed, pid = run_killed(
@@ -172,6 +177,8 @@ def crash_and_resume(ref: Reference, case: Case, kill_after: int) -> dict[str, i
         for rel, content in files_under(folder).items():
             assert ref.trash.get(rel) == content, f"the trash holds {rel}, which the {ref.kind} does not displace so"
 
+    if at_kill is not None:
+        at_kill(case)
     verified = run(case.home, "verify", cwd=case.project)
     assert verified.rc == 0, (kill_after, verified.out, verified.err)
     if ref.kind == "rollback":

@@ -7,7 +7,9 @@ displaced to the trash goes there itself, before the project is touched: a
 hard link under a temp name in its trash folder, renamed to its trash name,
 the folder fsynced (so a write landing on it before the swap is kept). A
 removal (unlink, rmdir) is followed by an fsync of its folder before the
-journal marks it.
+journal marks it. Rows of files go in batches (``ops.apply``): each step
+above is made for every row of the batch before the next step starts, so
+the syncs are made once per batch; the order of one row's steps is the same.
 
 A file-tool write makes its temp file while its record commits (the temp
 file shows nowhere until the rename), and renames it only once the record
@@ -164,8 +166,11 @@ def _linked_into_trash(events: list[Event], final: str, source: str, start: int)
 
 
 def _removal(events: list[Event], what: str, path: str, start: int) -> int:
+    """The index of the fsync of *path*'s folder after *path* was removed. A folder removed in the same batch
+    after its entry (the kernel shows it as ``(deleted)``) counts: its own removal is checked on its own."""
     removed = _index(events, start, lambda e: e.what == what and e.path == path)
-    return _index(events, removed, lambda e: e.what == "fsync-dir" and e.path == os.path.dirname(path))
+    folder = os.path.dirname(path)
+    return _index(events, removed, lambda e: e.what == "fsync-dir" and e.path in (folder, f"{folder} (deleted)"))
 
 
 def _journaled_after(events: list[Event], seq: int, after: int) -> int:
@@ -219,7 +224,8 @@ def test_undo_writes_temp_fsync_rename_fsync_folder_then_journal(
     # Created folders: removed innermost first, each followed by an fsync of its parent, then journaled.
     synced = _removal(events, "rmdir", f"{root}/made/deeper", 0)
     _journaled_after(events, seq["made/deeper"], synced)
-    synced_outer = _removal(events, "rmdir", f"{root}/made", synced)
+    inner_removed = _index(events, 0, lambda e: e.what == "rmdir" and e.path == f"{root}/made/deeper")
+    synced_outer = _removal(events, "rmdir", f"{root}/made", inner_removed)
     _journaled_after(events, seq["made"], synced_outer)
     checked += 2
     # Modified files: the earlier bytes are made durable in a temp file, the displaced file is linked into the

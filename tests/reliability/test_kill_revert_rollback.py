@@ -38,7 +38,8 @@ def rollback_reference(tmp_path_factory: pytest.TempPathFactory) -> Reference:
 def test_kill_during_revert_at_every_step_then_revert_again_finishes(
     fast_tmp: Path, revert_reference: Reference, chunk: int
 ) -> None:
-    assert 80 <= revert_reference.total <= 130, revert_reference.total
+    # Batched rows count each temp file and trash link as a step besides each rename (about 140 in all).
+    assert 120 <= revert_reference.total <= 170, revert_reference.total
     run_crash_points(revert_reference, fast_tmp, crash_points(revert_reference.total)[chunk::CHUNKS])
 
 
@@ -47,7 +48,7 @@ def test_kill_during_revert_at_every_step_then_revert_again_finishes(
 def test_kill_during_rollback_at_every_step_then_undo_finishes_it(
     fast_tmp: Path, rollback_reference: Reference, chunk: int
 ) -> None:
-    assert 80 <= rollback_reference.total <= 140, rollback_reference.total
+    assert 120 <= rollback_reference.total <= 170, rollback_reference.total
     run_crash_points(rollback_reference, fast_tmp, crash_points(rollback_reference.total)[chunk::CHUNKS])
 
 

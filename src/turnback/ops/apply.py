@@ -22,6 +22,13 @@ made: the bytes are copied in step 4 and copied again, from the file still
 held open, if they changed by the time of the swap; only a write through a
 descriptor held open after that can then miss the trash.
 
+Rows of files (and folders the turn made) go in batches (``_apply_file_rows``): each of steps 1-6 is made
+for every row of the batch before the next step starts, so the fsyncs of steps 3-4 become one sync for the
+batch, the folder fsyncs of step 5 another, and step 6 one transaction; step 2's check is made again right
+before each rename. A file is then read once: held open from its check, linked, not read again (a write
+to it after its check shows in its size or modification time, and is in the trash). Any other row is
+applied on its own, between batches.
+
 A run killed anywhere in between is finished by the next run: step 1 makes
 steps 4-5 happen at most once per row, and step 4 writes the same trash
 name again (a link that is already there is kept), so each displaced file
@@ -30,20 +37,44 @@ is in the trash exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
-from collections.abc import Callable, Iterator
+import resource
+import stat
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from turnback.capture import git
 from turnback.capture.states import probe_state
 from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError
-from turnback.fsio import Tree, ensure_private_dir
-from turnback.model import PERMISSION_BITS, FileState, OpResult, Plan, PlanRow, RowStatus, TurnId, short_id
+from turnback.fsio import (
+    STEPS,
+    OpenFolders,
+    SyncBatch,
+    Tree,
+    ensure_private_dir,
+    link_temp,
+    open_regular_at,
+    write_temp,
+)
+from turnback.model import (
+    ABSENT,
+    PERMISSION_BITS,
+    BlobId,
+    FileState,
+    OpResult,
+    Plan,
+    PlanRow,
+    RowStatus,
+    TurnId,
+    short_id,
+)
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
 from turnback.ops.reasons import clauses, with_flag_command
 from turnback.ops.rows import tree_path
-from turnback.paths import RelPath
+from turnback.paths import RelPath, split_rel_path
 from turnback.store.api import StoreBackend
 
 PLAN_AGAIN = Message("plan_again")
@@ -54,6 +85,9 @@ WRITTEN_DURING = Message("written_during_restore")
 REFS_TOGETHER = Message("refs_moved_together", then=PLAN_AGAIN)
 # The outcomes that name a plan made again as what to do next; _settle_turns names the command that makes it.
 _PLANS_AGAIN = ("changed_since_preview", "refs_moved_together")
+
+
+Outcome = tuple[RowStatus, Message | None]
 
 
 class _Changed(Exception):
@@ -72,6 +106,116 @@ class _Displaced:
 def _written(st: os.stat_result) -> tuple[int, int]:
     """What a write to a file changes: its size or its modification time (a link or a rename changes neither)."""
     return st.st_size, st.st_mtime_ns
+
+
+def _file_mode(target: FileState) -> int:
+    return (target.mode if target.mode is not None else 0o644) & PERMISSION_BITS
+
+
+def _outcome_of_error(exc: Exception) -> Outcome:
+    """What a row that raised *exc* becomes: skipped when the path is not as the plan saw it, else failed."""
+    if isinstance(exc, _Changed):
+        return "skipped", CHANGED_SINCE_PREVIEW
+    if isinstance(exc, OSError):
+        if exc.errno == errno.ENOTEMPTY:
+            return "skipped", NOT_EMPTY
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return "failed", NO_SUDO
+        return "failed", Message("plain", text=str(exc.strerror or exc))
+    if isinstance(exc, UnsafePathError):
+        if exc.code == "permission_denied":
+            return "failed", NO_SUDO
+        return "skipped", exc.message
+    if isinstance(exc, BlobCorruptError):
+        return "failed", clauses(exc.message, Message("file_left_as_is"))
+    raise exc
+
+
+def _done(row: PlanRow, late: Message | None) -> Outcome:
+    outcome = (*row.warnings, *([late] if late else []))
+    return "done", (clauses(*outcome) if len(outcome) > 1 else outcome[0]) if outcome else None
+
+
+class _NotBatchable(Exception):
+    """The path holds a link, a folder or something else: the row is applied on its own."""
+
+
+@dataclass(eq=False)
+class _Staged:
+    """A row of a batch between its checks and its rename: its temp file written, its displaced file trashed."""
+
+    row: PlanRow
+    current: FileState
+    parent: int  # the open folder of its path (held by the batch's OpenFolders)
+    name: str
+    index: int = -1
+    temp: str | None = None
+    displaced: _Displaced | None = None
+    trash_entry: tuple[int, str] | None = None  # (folder, name) of its link in the trash
+    synced_with: list[object] = field(default_factory=list)  # the sync keys its rename waits for
+    swapped: bool = False
+    folder_removal: bool = False  # a folder the turn made: removed (empty) in the swap
+
+    @property
+    def temp_key(self) -> object:
+        return ("temp", id(self))
+
+    @property
+    def folder_key(self) -> object:
+        st = os.fstat(self.parent)
+        return ("folder", st.st_dev, st.st_ino)
+
+    def swap(self) -> None:
+        """Check the path holds what was checked, right before the rename (or the removal), then do it."""
+        try:
+            now = os.stat(self.name, dir_fd=self.parent, follow_symlinks=False)
+        except FileNotFoundError:
+            now = None
+        if self.folder_removal:
+            if now is None or not stat.S_ISDIR(now.st_mode):
+                raise _Changed
+            os.rmdir(self.name, dir_fd=self.parent)
+            self.swapped = True
+            STEPS.done()
+            return
+        if self.displaced is None:
+            if now is not None:
+                raise _Changed  # something was put there since the check
+        else:
+            held = os.fstat(self.displaced.fd)
+            if now is None or (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+                raise _Changed  # the file was replaced (or removed) since the check
+        if self.temp is not None:
+            os.replace(self.temp, self.name, src_dir_fd=self.parent, dst_dir_fd=self.parent)
+        else:
+            os.unlink(self.name, dir_fd=self.parent)
+        self.swapped = True
+        STEPS.done()
+
+    def discard(self) -> None:
+        """Take back what the row staged, before its swap: its temp file, and its link in the trash (the file
+        keeps its name in the project)."""
+        if self.swapped:
+            return
+        if self.temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temp, dir_fd=self.parent)
+            self.temp = None
+        if self.trash_entry is not None:
+            folder, entry = self.trash_entry
+            with contextlib.suppress(OSError):
+                os.unlink(entry, dir_fd=folder)
+            self.trash_entry = None
+
+    def close(self) -> None:
+        if self.displaced is not None and self.displaced.fd >= 0:
+            os.close(self.displaced.fd)
+            self.displaced.fd = -1
+
+
+def _row_keys(staged: Sequence[_Staged]) -> set[object]:
+    """The sync keys the staged rows named (what is not among them is a folder made on the way)."""
+    return {key for item in staged for key in item.synced_with}
 
 
 def trash_folder_name(plan: Plan) -> str:
@@ -127,6 +271,11 @@ class _Applier:
             if exc.code == "path_replaced":
                 raise _Changed from exc
             raise
+        self._check_trashed(row, current, displaced)
+
+    def _check_trashed(self, row: PlanRow, current: FileState, displaced: _Displaced) -> None:
+        """Check the file linked into the trash (or copy it there) holds what the plan saw; ``_Changed`` if not."""
+        name = RelPath(row.trash_name or row.path)
         displaced.seen = _written(os.fstat(displaced.fd))  # before reading: a write from now on shows after the swap
         hasher = self.store.crypto.content_hasher()
 
@@ -177,10 +326,9 @@ class _Applier:
             tree.rmdir(path)
         if target.kind == "file":
             assert target.blob is not None
-            mode = (target.mode if target.mode is not None else 0o644) & PERMISSION_BITS
             content = self.store.blobs.iter_content(target.blob)
             # The earlier bytes are made durable first, so the displaced file is checked right before the swap.
-            tree.write_atomic(path, content, mode, create_parents=True, before_replace=to_trash)
+            tree.write_atomic(path, content, _file_mode(target), create_parents=True, before_replace=to_trash)
         elif target.kind == "symlink":
             assert target.target is not None
             to_trash()
@@ -206,6 +354,183 @@ class _Applier:
                 relative = os.path.relpath(folder, self.trash_dir)
                 self.trash.remove_temp_files(None if relative == "." else RelPath(relative))
 
+    # -- a batch of file rows ------------------------------------------------------------------------
+
+    @staticmethod
+    def batchable(row: PlanRow) -> bool:
+        """Whether *row* can go in a batch: a file put back, or removed, inside the project."""
+        if row.action not in ("restore", "trash") or row.outside or row.target is None or row.expect is None:
+            return False
+        if row.target.kind == "absent" and row.expect.kind == "dir":
+            return True  # a folder the turn made, removed after the rows before it in the batch
+        return row.target.kind in ("file", "absent") and row.expect.kind in ("file", "absent")
+
+    def apply_batch(self, rows: Sequence[PlanRow]) -> list[Outcome]:
+        """Apply the first rows of *rows* (all batchable) together; their outcomes, in order.
+
+        The order of one row's steps is the order :meth:`apply_row` keeps,
+        with each sync made once for the batch: every target's temp file is
+        written and every displaced file linked into the trash and checked,
+        then all of them (and the folders made on the way) are synced, then
+        each path is checked once more and renamed over (or removed), then
+        the folders renamed in are synced. The journal marks the rows after
+        that. Stops before a row whose path holds a link, a folder or
+        something else (it is applied on its own): fewer outcomes than rows.
+        """
+        synced, placed = SyncBatch(), SyncBatch()
+        project, trash = OpenFolders(self.tree, synced, len(rows)), OpenFolders(self.trash, synced, len(rows))
+        outcomes: dict[int, Outcome] = {}
+        staged: list[_Staged] = []
+        count = len(rows)
+        try:
+            for i, row in enumerate(rows):
+                try:
+                    item = self._stage(row, project, trash, synced)
+                except _NotBatchable:
+                    count = i
+                    break
+                except (_Changed, OSError, UnsafePathError, BlobCorruptError) as exc:
+                    outcomes[i] = _outcome_of_error(exc)
+                    continue
+                if isinstance(item, _Staged):
+                    item.index = i
+                    staged.append(item)
+                else:
+                    outcomes[i] = item
+            errors = synced.sync()
+            for item in staged:
+                error = next((errors[key] for key in item.synced_with if key in errors), None)
+                if error is None and errors and not set(errors) <= _row_keys(staged):
+                    error = next(iter(errors.values()))  # a folder made on the way: which rows need it is not known
+                if error is not None:
+                    item.discard()
+                    outcomes[item.index] = _outcome_of_error(error)
+                    continue
+                try:
+                    if item.folder_removal:
+                        # A write killed between its temp file and its rename left one here: ours, it goes too.
+                        self.tree.remove_temp_files(RelPath(item.row.path))
+                    item.swap()
+                except (_Changed, OSError, UnsafePathError) as exc:
+                    item.discard()
+                    outcomes[item.index] = _outcome_of_error(exc)
+                    continue
+                placed.add_folder(item.parent, key=item.folder_key)
+            errors = placed.sync()
+            for item in staged:
+                if item.index in outcomes:
+                    continue
+                if item.folder_key in errors:
+                    outcomes[item.index] = _outcome_of_error(errors[item.folder_key])
+                    continue
+                late = None
+                if item.displaced is not None:
+                    late = self._keep_late_writes(item.row, item.current, item.displaced)
+                outcomes[item.index] = _done(item.row, late)
+        finally:
+            for item in staged:
+                item.close()
+            project.close()
+            trash.close()
+        return [outcomes[i] for i in range(count)]
+
+    def _stage(self, row: PlanRow, project: OpenFolders, trash: OpenFolders, synced: SyncBatch) -> _Staged | Outcome:
+        """A row's steps before its rename: its checks, its temp file, the displaced file linked into the trash."""
+        assert row.target is not None and row.expect is not None
+        path = RelPath(row.path)
+        item = self._probe(row, project)
+        if item.current.same_as(row.target):
+            item.close()
+            return "done", None
+        if not item.current.same_as(row.expect):
+            item.close()
+            return "skipped", CHANGED_SINCE_PREVIEW
+        self.touched_folders.add((self.tree, path.rsplit("/", 1)[0] if "/" in path else ""))
+        try:
+            if row.target.kind == "file":
+                assert row.target.blob is not None
+                parent = project.parent(path, create=True)
+                if parent is None:
+                    raise UnsafePathError(Message("folder_missing", path=path))
+                item.parent = parent
+                content = self.store.blobs.iter_content(row.target.blob)
+                item.temp, fd = write_temp(parent, content, _file_mode(row.target))
+                synced.add(fd, item.temp_key)
+                item.synced_with.append(item.temp_key)
+            if item.displaced is not None:
+                self._link_to_trash(item, trash, synced)
+                if not item.displaced.linked:
+                    self._check_trashed(row, item.current, item.displaced)  # copied, and checked as it is
+        except BaseException:
+            item.discard()
+            item.close()
+            raise
+        return item
+
+    def _probe(self, row: PlanRow, project: OpenFolders) -> _Staged:
+        """What the row's path holds now, read once: a file is held open and hashed, then linked, not read again.
+
+        A write to the file from the moment it is opened shows in its size or
+        modification time after the swap (``_keep_late_writes``), and is in the
+        trash, which holds the file itself. Raises ``_NotBatchable`` for a link
+        or anything but a file or a folder to remove.
+        """
+        path = RelPath(row.path)
+        name = split_rel_path(path)[1]
+        parent = project.parent(path)
+        item = _Staged(row, ABSENT, parent if parent is not None else -1, name)
+        if parent is None:
+            return item
+        try:
+            there = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return item
+        if stat.S_ISDIR(there.st_mode) and row.expect is not None and row.expect.kind == "dir":
+            item.current = FileState("dir", mode=stat.S_IMODE(there.st_mode))
+            item.folder_removal = True
+            return item
+        if not stat.S_ISREG(there.st_mode):
+            raise _NotBatchable
+        fd, entry = open_regular_at(parent, name, path)
+        item.displaced = _Displaced(fd)
+        hasher = self.store.crypto.content_hasher()
+        size = 0
+        try:
+            item.displaced.seen = _written(os.fstat(fd))
+            for chunk in Tree.iter_open_chunks(fd):
+                hasher.update(chunk)
+                size += len(chunk)
+        except BaseException:
+            item.close()
+            raise
+        item.current = FileState("file", blob=BlobId(hasher.digest()), size=size, mode=entry.permissions)
+        return item
+
+    def _link_to_trash(self, item: _Staged, trash: OpenFolders, synced: SyncBatch) -> None:
+        """Link the displaced file into the trash (synced with the batch); where it cannot be, it is copied."""
+        assert item.displaced is not None
+        held = os.fstat(item.displaced.fd)
+        if held.st_mode & 0o7777 & ~PERMISSION_BITS or held.st_nlink > 1:
+            return  # copied by _check_trashed, without its special bits, sharing no inode with a file elsewhere
+        name = RelPath(item.row.trash_name or item.row.path)
+        folder = trash.parent(name, create=True)
+        if folder is None:
+            raise UnsafePathError(Message("folder_missing", path=name))
+        entry = split_rel_path(name)[1]
+        try:
+            item.displaced.linked = link_temp(item.parent, item.name, folder, entry, held, shown=item.row.path)
+        except UnsafePathError as exc:
+            if exc.code == "path_replaced":
+                raise _Changed from exc
+            raise
+        if item.displaced.linked:
+            STEPS.done()
+            folder_st = os.fstat(folder)
+            key = ("folder", folder_st.st_dev, folder_st.st_ino)
+            synced.add_folder(folder, key=key)
+            item.synced_with.append(key)
+            item.trash_entry = (folder, entry)
+
     def apply_row(self, row: PlanRow) -> tuple[RowStatus, Message | None]:
         if row.action == "mark":
             return "done", row.reason
@@ -230,33 +555,21 @@ class _Applier:
                     displaced = _Displaced(fd)
                     self._put_target(row, current, lambda: self._file_to_trash(row, current, displaced))
                     late = self._keep_late_writes(row, current, displaced)
-        except _Changed:
-            return "skipped", CHANGED_SINCE_PREVIEW
-        except OSError as exc:
-            if exc.errno == errno.ENOTEMPTY:
-                return "skipped", NOT_EMPTY
-            if exc.errno in (errno.EACCES, errno.EPERM):
-                return "failed", NO_SUDO
-            return "failed", Message("plain", text=str(exc.strerror or exc))
-        except UnsafePathError as exc:
-            if exc.code == "permission_denied":
-                return "failed", NO_SUDO
-            return "skipped", exc.message
-        except BlobCorruptError as exc:
-            return "failed", clauses(exc.message, Message("file_left_as_is"))
-        outcome = (*row.warnings, *([late] if late else []))
-        return "done", (clauses(*outcome) if len(outcome) > 1 else outcome[0]) if outcome else None
+        except (_Changed, OSError, UnsafePathError, BlobCorruptError) as exc:
+            return _outcome_of_error(exc)
+        return _done(row, late)
 
 
-def _settle_row(store: StoreBackend, plan: Plan, row: PlanRow, status: RowStatus, note: Message | None) -> None:
-    """Journal one row's outcome; a row done marks the changes it took back reverted, in the same transaction."""
+def _settle_rows(store: StoreBackend, plan: Plan, settled: Sequence[tuple[PlanRow, RowStatus, Message | None]]) -> None:
+    """Journal rows' outcomes in one transaction; a row done marks the changes it took back reverted with it."""
     with store.transaction():
-        store.set_row_status(plan.id, row.seq, status, note)
-        if status == "done":
-            if row.ref is not None:
-                store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
-            else:
-                store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
+        for row, status, note in settled:
+            store.set_row_status(plan.id, row.seq, status, note)
+            if status == "done":
+                if row.ref is not None:
+                    store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
+                else:
+                    store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
 
 
 def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message | None]]:
@@ -324,6 +637,49 @@ def _settle_turns(store: StoreBackend, plan: Plan) -> None:
         store.set_row_status(plan.id, row.seq, "skipped", note)
 
 
+# Rows put in place together, with one sync of their files and one of their folders, and one journal commit.
+BATCH_ROWS = 1024
+# A row of a batch holds up to 6 descriptors open until the batch ends: its temp file, the file it displaces, its
+# folders in the project and in the trash, and (kept for the next rows) one folder on the way to each.
+_FDS_PER_ROW = 6
+
+
+def _batch_rows() -> int:
+    """BATCH_ROWS, or fewer where the process may not open that many files."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return BATCH_ROWS
+    return max(8, min(BATCH_ROWS, (soft - 128) // _FDS_PER_ROW))
+
+
+def _apply_file_rows(store: StoreBackend, plan: Plan, applier: _Applier, rows: Sequence[PlanRow]) -> None:
+    """Apply *rows* in order, journaling each outcome: runs of file rows in batches, any other row on its own."""
+    start = 0
+    while start < len(rows):
+        run: list[PlanRow] = []
+        paths: set[str] = set()
+        for row in rows[start : start + _batch_rows()]:
+            if not applier.batchable(row) or row.path in paths:
+                break
+            run.append(row)
+            paths.add(row.path)
+        outcomes: list[Outcome] = []
+        if run:
+            try:
+                outcomes = applier.apply_batch(run)
+            except TurnbackError as exc:
+                outcomes = [("failed", exc.message)] * len(run)
+        if not outcomes:  # the next row goes on its own
+            row = rows[start]
+            try:
+                outcomes = [applier.apply_row(row)]
+            except TurnbackError as exc:
+                outcomes = [("failed", exc.message)]
+        done = rows[start : start + len(outcomes)]
+        _settle_rows(store, plan, [(row, *outcome) for row, outcome in zip(done, outcomes, strict=True)])
+        start += len(outcomes)
+
+
 def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
     """Apply *plan* (or finish it, if an earlier run was interrupted) and return what each row did."""
     with session_apply_lock(store, plan.session_id):
@@ -340,24 +696,13 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
                 _refuse_stale_head(store, plan)
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
-        ref_rows = []
-        status: RowStatus
-        note: Message | None
-        for row in plan.rows:
-            if row.status != "pending":
-                continue
-            if row.action == "ref":
-                ref_rows.append(row)  # moved together, after the files, in one transaction
-                continue
-            try:
-                status, note = applier.apply_row(row)
-            except TurnbackError as exc:
-                status, note = "failed", exc.message
-            _settle_row(store, plan, row, status, note)
-        if ref_rows:
-            for row, (status, note) in zip(ref_rows, _move_refs(tree.root, ref_rows), strict=True):
-                _settle_row(store, plan, row, status, note)
-        applier.remove_temp_files()
+        ref_rows = [row for row in plan.rows if row.status == "pending" and row.action == "ref"]
+        _apply_file_rows(store, plan, applier, [r for r in plan.rows if r.status == "pending" and r.action != "ref"])
+        if ref_rows:  # moved together, after the files, in one transaction
+            outcomes = _move_refs(tree.root, ref_rows)
+            _settle_rows(store, plan, [(row, *outcome) for row, outcome in zip(ref_rows, outcomes, strict=True)])
+        if resumed:
+            applier.remove_temp_files()  # only a killed run leaves temp files of its own
         with store.transaction():
             applied = store.load_plan(plan.id)
             notes = _finish_operation(store, applied)
