@@ -1,5 +1,15 @@
 """A project's watcher: a detached process that keeps the paths changed since each scan, so a scan visits
-only those (``capture/watch.py``)."""
+only those (``capture/watch.py``).
+
+``turnback watch start`` starts one that runs until stopped. A process that
+lives long enough for a watcher to pay off (the hook relay, the MCP server,
+``turnback serve``: each calls :func:`host_watchers`) also starts one by
+itself, without waiting for it, when a command's scan before found no watcher
+for a project of at least ``watch.auto_paths`` paths; that one ends after
+``watch.idle_s`` seconds in which no scan asked it. One watcher serves every
+session of its project (a lock in the store says so). Until it answers, and
+after it ended, scans visit everything, as without it.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +24,28 @@ from turnback.model import Project, ProjectId
 from turnback.procs import process_alive
 
 if TYPE_CHECKING:
+    import subprocess
+
     from turnback.capture.watch import WatcherStatus
 
     from .facade import Engine
 
 WATCH_START_S = 10.0
+AUTO_RETRY_S = 60.0  # a watcher this process started that ended at once (no inotify watches left) is retried after
+
+
+class _Hosting:
+    """What this process knows of the watchers it starts by itself: whether it may, and which it started."""
+
+    enabled = False
+    inotify: bool | None = None  # whether this system offers inotify, once asked
+    started: dict[ProjectId, tuple[subprocess.Popen[bytes], float]] = {}  # noqa: RUF012  (one per process)
+
+
+def host_watchers() -> None:
+    """This process is long-lived (the hook relay, the MCP server, ``turnback serve``): from now on the scan
+    before a command starts the watcher of a big project that has none (``watch.auto_paths``)."""
+    _Hosting.enabled = True
 
 
 class Watcher:
@@ -60,13 +87,43 @@ class Watcher:
             proc.wait(1)
         raise RefusedError(Message("watcher_no_answer", root=project.root, seconds=round(WATCH_START_S)))
 
-    def run(self, project_id: ProjectId) -> None:
-        """Be the project's watcher until stopped (the detached process :meth:`start` begins)."""
+    def start_if_big(self, project: Project, paths: int) -> None:
+        """Start the project's watcher, detached and not waited for, when this process hosts watchers, the
+        project holds at least ``watch.auto_paths`` paths and none runs; it ends after ``watch.idle_s``."""
+        if not _Hosting.enabled:
+            return
+        config = self._engine.config_for(project)
+        if config.watch_auto_paths == 0 or paths < config.watch_auto_paths:
+            return
+        from turnback.capture import commands, watch
+
+        if watch.watcher_running(self._home, project.id) or not _inotify_offered():
+            return
+        earlier = _Hosting.started.get(project.id)
+        if earlier is not None:
+            ended = earlier[0].poll()
+            if ended is None:
+                return  # still starting: its pid file comes once it watches every folder
+            if ended != 0 and time.monotonic() - earlier[1] < AUTO_RETRY_S:
+                return  # it failed (no inotify watches left, say: its log says): not again at every command
+        os.makedirs(watch.watch_dir(self._home), mode=0o700, exist_ok=True)
+        with open(os.path.join(watch.watch_dir(self._home), f"{project.id}.log"), "ab") as log:
+            proc = commands.spawn_helper(
+                self._engine.store,
+                ["_watch-tree", project.id, "--idle-s", repr(config.watch_idle_s)],
+                cwd="/",  # a watcher working in the project would keep a deleted project folder alive
+                output=log,
+            )
+        _Hosting.started[project.id] = (proc, time.monotonic())
+
+    def run(self, project_id: ProjectId, idle_s: float | None = None) -> None:
+        """Be the project's watcher until stopped, or until no scan asked it for *idle_s* seconds (the
+        detached process :meth:`start` and :meth:`start_if_big` begin)."""
         from turnback.capture import watch
 
         project = self._engine.store.project(project_id)
         rules = self._engine._commands.scan_rules(project)
-        watch.run_watcher(self._home, project.id, project.root, rules.skip)
+        watch.run_watcher(self._home, project.id, project.root, rules.skip, idle_s=idle_s)
 
     def status(self, project: Project) -> WatcherStatus | None:
         """The project's running watcher, if there is one."""
@@ -86,4 +143,16 @@ class Watcher:
         return pid
 
 
-__all__ = ["WATCH_START_S", "Watcher"]
+def _inotify_offered() -> bool:
+    if _Hosting.inotify is None:
+        from turnback.capture.inotify import Inotify
+
+        try:
+            Inotify().close()
+            _Hosting.inotify = True
+        except OSError:
+            _Hosting.inotify = False
+    return _Hosting.inotify
+
+
+__all__ = ["WATCH_START_S", "Watcher", "host_watchers"]
