@@ -14,6 +14,7 @@ the pid files in the store), and the relay by ``stop_relay``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,11 +64,13 @@ def watcher_pid(home: Path, project: Path) -> int | None:
     return int(match["pid"]) if match else None
 
 
-def wait_for_watcher(home: Path, project: Path, reaper: Reaper) -> int:
-    found: list[int] = []
-    wait_for(lambda: bool(found.append(watcher_pid(home, project) or 0) or found[-1]), "the automatic watcher")
-    reaper.pids.append((found[-1], None))
-    return found[-1]
+def wait_for_watcher(home: Path, reaper: Reaper) -> int:
+    """The pid of the project's watcher once its pid file names it (read, not asked: an ask is a scan's, which
+    would put off its idle end)."""
+    wait_for(lambda: bool(reaper.recorded()), "the automatic watcher")
+    ((pid, start),) = reaper.recorded()
+    assert process_alive(pid, start)
+    return pid
 
 
 def all_calls(home: Path, project: Path) -> dict[str, Any]:
@@ -107,7 +110,7 @@ def test_the_relay_starts_the_watcher_of_a_big_project_and_bash_calls_record_exa
     claude = started_session(home, project)
     assert watcher_pid(home, project) is None
     assert bash_changes(home, project, claude, "printf one > first.txt") == [("first.txt", "new")]
-    pid = wait_for_watcher(home, project, reaper)  # the first Bash call's scan found a big project: it started one
+    pid = wait_for_watcher(home, reaper)  # the first Bash call's scan found a big project: it started one
     assert bash_changes(home, project, claude, "true") == []  # the first scan after it starts visits everything
     changes = bash_changes(home, project, claude, "printf x >> README.md; printf n > src/n.txt; rm docs/guide.md")
     assert changes == [("README.md", "modified"), ("docs/guide.md", "deleted"), ("src/n.txt", "new")]
@@ -133,12 +136,12 @@ def test_a_small_project_or_a_hook_without_the_relay_starts_no_watcher(home: Pat
 def test_the_watcher_ends_when_idle_and_changes_made_meanwhile_are_found_by_full_scans(
     home: Path, project: Path, reaper: Reaper
 ) -> None:
-    lower_threshold(home, project, ("watch.idle_s", "1"))
+    lower_threshold(home, project, ("watch.idle_s", "2"))
     before = project_state(project)
     claude = started_session(home, project, env={"TURNBACK_HOOK_RELAY_IDLE_S": "60"})
     assert bash_changes(home, project, claude, "true") == []
-    pid = wait_for_watcher(home, project, reaper)
-    wait_for(lambda: not process_alive(pid, None), "the watcher to end after 1 s without a scan")
+    pid = wait_for_watcher(home, reaper)
+    wait_for(lambda: not process_alive(pid, None), "the watcher to end after 2 s without a scan")
     assert watch_status(home, project).rc == 1
     (project / "docs" / "guide.md").write_bytes(b"the user's edit while no watcher ran\n")
     user_state = project_state(project)
@@ -155,7 +158,7 @@ def test_two_sessions_of_one_project_share_one_watcher(home: Path, project: Path
     second = Claude(home, project, session_id="another-session")
     second.prompt("another session on the same project")
     assert bash_changes(home, project, first, "printf a > a.txt") == [("a.txt", "new")]
-    pid = wait_for_watcher(home, project, reaper)
+    pid = wait_for_watcher(home, reaper)
     assert bash_changes(home, project, second, "printf b > b.txt") == [("b.txt", "new")]
     assert bash_changes(home, project, first, "printf c > c.txt") == [("c.txt", "new")]
     assert bash_changes(home, project, second, "printf d > d.txt; rm a.txt") == [("a.txt", "deleted"), ("d.txt", "new")]
@@ -176,7 +179,7 @@ def test_an_inotify_overflow_falls_back_to_a_full_scan(home: Path, project: Path
         path.write_bytes(b"")
     claude = started_session(home, project)
     assert bash_changes(home, project, claude, "true") == []
-    pid = wait_for_watcher(home, project, reaper)
+    pid = wait_for_watcher(home, reaper)
     assert bash_changes(home, project, claude, "true") == []
     with stopped(pid):
         flood(busy, queue + 4000)
@@ -191,3 +194,45 @@ def test_an_inotify_overflow_falls_back_to_a_full_scan(home: Path, project: Path
     }
     assert project_state(project) == user_state
     assert watcher_pid(home, project) == pid  # it went on watching after the overflow
+
+
+def test_a_harness_running_turnback_exec_gets_the_watcher_too(home: Path, project: Path, reaper: Reaper) -> None:
+    lower_threshold(home, project)
+    session = cli(home, project, "session", "new", "--title", "harness").out.strip()
+
+    def exec_changes(script: str) -> Changes:
+        ran = cli(home, project, "exec", "--json", "--session", session, "--", "sh", "-c", script)
+        assert ran.rc == 0, ran
+        return sorted((change["path"], change["kind"]) for change in ran.json()["call"]["changes"])
+
+    assert cli(home, project, "turn", "begin", "--session", session, "--pid", str(os.getpid())).rc == 0
+    assert exec_changes("printf a > a.txt") == [("a.txt", "new")]
+    pid = wait_for_watcher(home, reaper)  # started by that exec process, and outliving it
+    assert exec_changes("true") == []
+    assert exec_changes("printf b >> a.txt; rm README.md") == [("README.md", "deleted"), ("a.txt", "modified")]
+    token = cache_matches_a_full_scan(home, str(project.resolve()))
+    assert token is not None and token.startswith(f"{pid}-")
+    assert cli(home, project, "turn", "end", "--session", session).rc == 0
+
+
+def test_the_mcp_server_starts_the_watcher_for_its_commands(home: Path, project: Path, reaper: Reaper) -> None:
+    pytest.importorskip("mcp")
+    from tests.integrations.test_mcp import ok, serve
+
+    lower_threshold(home, project)
+
+    async def body(session: Any) -> list[str]:
+        lines = [await ok(session, "run_command", command="printf a > a.txt")]
+        wait_for_watcher(home, reaper)
+        lines.append(await ok(session, "run_command", command="true"))
+        lines.append(await ok(session, "run_command", command="printf b >> a.txt"))
+        return [text.splitlines()[-1] for text in lines]
+
+    assert serve(home, project, project.parent / "mcp.log", body) == [
+        "new a.txt",
+        "(exit status 0)",
+        "changed a.txt +1 -1",
+    ]
+    ((pid, _),) = reaper.recorded()
+    token = cache_matches_a_full_scan(home, str(project.resolve()))
+    assert token is not None and token.startswith(f"{pid}-")

@@ -56,7 +56,7 @@ from .values import (
     TextEdited,
     TurnDiff,
 )
-from .watcher import Watcher, host_watchers
+from .watcher import Watcher, auto_start_watchers
 
 if TYPE_CHECKING:
     from turnback.capture.watch import WatcherStatus
@@ -218,8 +218,8 @@ class _CommandVerbs:
         self._watcher.run(project_id, idle_s)
 
     @staticmethod
-    def host_watchers() -> None:
-        host_watchers()
+    def auto_start_watchers() -> None:
+        auto_start_watchers()
 
     def watch_status(self, project: Project) -> WatcherStatus | None:
         return self._watcher.status(project)

@@ -1,12 +1,13 @@
 """A project's watcher: a detached process that keeps the paths changed since each scan, so a scan visits
 only those (``capture/watch.py``).
 
-``turnback watch start`` starts one that runs until stopped. A process that
-lives long enough for a watcher to pay off (the hook relay, the MCP server,
-``turnback serve``: each calls :func:`host_watchers`) also starts one by
-itself, without waiting for it, when a command's scan before found no watcher
-for a project of at least ``watch.auto_paths`` paths; that one ends after
-``watch.idle_s`` seconds in which no scan asked it. One watcher serves every
+``turnback watch start`` starts one that runs until stopped. Where commands
+are recorded by turnback's own processes (the hook relay, the MCP server,
+``turnback exec``: each calls :func:`auto_start_watchers`), the scan before a
+command also starts one by itself, without waiting for it, when it found no
+watcher for a project of at least ``watch.auto_paths`` paths; that one ends
+after ``watch.idle_s`` seconds in which no scan asked it, so it lives on
+between a harness's ``exec`` processes, and no longer. One watcher serves every
 session of its project (a lock in the store says so). Until it answers, and
 after it ended, scans visit everything, as without it.
 """
@@ -34,7 +35,7 @@ WATCH_START_S = 10.0
 AUTO_RETRY_S = 60.0  # a watcher this process started that ended at once (no inotify watches left) is retried after
 
 
-class _Hosting:
+class _AutoStart:
     """What this process knows of the watchers it starts by itself: whether it may, and which it started."""
 
     enabled = False
@@ -42,10 +43,11 @@ class _Hosting:
     started: dict[ProjectId, tuple[subprocess.Popen[bytes], float]] = {}  # noqa: RUF012  (one per process)
 
 
-def host_watchers() -> None:
-    """This process is long-lived (the hook relay, the MCP server, ``turnback serve``): from now on the scan
-    before a command starts the watcher of a big project that has none (``watch.auto_paths``)."""
-    _Hosting.enabled = True
+def auto_start_watchers() -> None:
+    """From now on the scan before a command in this process starts the watcher of a big project that has none
+    (``watch.auto_paths``): the hook relay, the MCP server and ``turnback exec`` call it. A library caller that
+    does not is left as it was (its figures too: ``benchmarks/sidebyside.py`` times scans without a watcher)."""
+    _AutoStart.enabled = True
 
 
 class Watcher:
@@ -90,7 +92,7 @@ class Watcher:
     def start_if_big(self, project: Project, paths: int) -> None:
         """Start the project's watcher, detached and not waited for, when this process hosts watchers, the
         project holds at least ``watch.auto_paths`` paths and none runs; it ends after ``watch.idle_s``."""
-        if not _Hosting.enabled:
+        if not _AutoStart.enabled:
             return
         config = self._engine.config_for(project)
         if config.watch_auto_paths == 0 or paths < config.watch_auto_paths:
@@ -99,7 +101,7 @@ class Watcher:
 
         if watch.watcher_running(self._home, project.id) or not _inotify_offered():
             return
-        earlier = _Hosting.started.get(project.id)
+        earlier = _AutoStart.started.get(project.id)
         if earlier is not None:
             ended = earlier[0].poll()
             if ended is None:
@@ -114,7 +116,7 @@ class Watcher:
                 cwd="/",  # a watcher working in the project would keep a deleted project folder alive
                 output=log,
             )
-        _Hosting.started[project.id] = (proc, time.monotonic())
+        _AutoStart.started[project.id] = (proc, time.monotonic())
 
     def run(self, project_id: ProjectId, idle_s: float | None = None) -> None:
         """Be the project's watcher until stopped, or until no scan asked it for *idle_s* seconds (the
@@ -144,15 +146,15 @@ class Watcher:
 
 
 def _inotify_offered() -> bool:
-    if _Hosting.inotify is None:
+    if _AutoStart.inotify is None:
         from turnback.capture.inotify import Inotify
 
         try:
             Inotify().close()
-            _Hosting.inotify = True
+            _AutoStart.inotify = True
         except OSError:
-            _Hosting.inotify = False
-    return _Hosting.inotify
+            _AutoStart.inotify = False
+    return _AutoStart.inotify
 
 
-__all__ = ["WATCH_START_S", "Watcher", "host_watchers"]
+__all__ = ["WATCH_START_S", "Watcher", "auto_start_watchers"]

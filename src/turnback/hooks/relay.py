@@ -361,7 +361,7 @@ def serve(home: str) -> int:
         except BlockingIOError:
             return 0  # another relay serves this store
         # A big project's first Bash call starts its watcher, which the commands of every session share.
-        turnback.engine.Engine.host_watchers()
+        turnback.engine.Engine.auto_start_watchers()
         # Held before a hook can connect: once hooks reach it, the relay creates no file in the store (its
         # opening may), so a store deleted then is gone for good.
         with _StoreKeptOpen(home):

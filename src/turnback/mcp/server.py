@@ -804,7 +804,7 @@ def serve(root: str, *, home: str | None = None, title: str | None = None, lang:
     if not os.path.isdir(real_root):
         raise turnback.UsageError(Message("mcp_root_not_folder", path=root))
     engine = turnback.open(home, confined=True)
-    turnback.Engine.host_watchers()  # a server lives for the session: its commands' scans may start a watcher
+    turnback.Engine.auto_start_watchers()  # its commands on a big project start the watcher they share
     try:
         language.set(turnback.pick_language(lang, engine.home))
         session = engine.new_session(real_root, title=title or "MCP client")
