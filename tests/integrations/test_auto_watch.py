@@ -15,6 +15,7 @@ the pid files in the store), and the relay by ``stop_relay``.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,11 +28,12 @@ from tests.capture.test_watch import (
     _max_queued_events,
     cache_matches_a_full_scan,
     flood,
+    project_id,
     project_state,
     stopped,
     wait_for,
 )
-from tests.conftest import Result
+from tests.conftest import Result, run_cli, unprivileged_prefix
 from tests.integrations.test_claude_code import Claude, cli
 from tests.integrations.test_hook_relay import stop_relay, wait_for_relay
 from turnback.procs import process_alive
@@ -236,3 +238,40 @@ def test_the_mcp_server_starts_the_watcher_for_its_commands(home: Path, project:
     ((pid, _),) = reaper.recorded()
     token = cache_matches_a_full_scan(home, str(project.resolve()))
     assert token is not None and token.startswith(f"{pid}-")
+
+
+def test_a_watcher_that_cannot_watch_every_folder_ends_and_is_not_started_again_soon(
+    home: Path, project: Path, reaper: Reaper
+) -> None:
+    prefix = unprivileged_prefix()
+    if prefix is None:
+        pytest.skip("running as root without setpriv: root watches a mode-000 folder")
+    lower_threshold(home, project)
+    session = cli(home, project, "session", "new", "--title", "harness").out.strip()
+    locked = project / "locked"
+    locked.mkdir()
+    locked.chmod(0)
+    log = home / "watch" / f"{project_id(home, str(project.resolve()))}.log"
+    said = (
+        "turnback: the watcher started automatically ends: cannot watch locked: Permission denied; every scan "
+        "visits everything, and no watcher starts by itself for this project for 10 minutes"
+    )
+
+    def exec_changes(script: str) -> Changes:
+        ran = run_cli(
+            home, "exec", "--json", "--session", session, "--", "sh", "-c", script, cwd=project, prefix=prefix
+        )
+        assert ran.rc == 0, ran
+        return sorted((change["path"], change["kind"]) for change in ran.json()["call"]["changes"])
+
+    try:
+        assert cli(home, project, "turn", "begin", "--session", session, "--pid", str(os.getpid())).rc == 0
+        assert exec_changes("printf a > a.txt") == [("a.txt", "new")]
+        wait_for(lambda: log.exists() and log.read_text().splitlines() == [said], "the watcher's last word")
+        assert exec_changes("printf b >> a.txt") == [("a.txt", "modified")]  # a full scan, and no new watcher
+        time.sleep(1)
+        assert log.read_text().splitlines() == [said]
+        assert reaper.recorded() == []
+        assert watch_status(home, project).rc == 1
+    finally:
+        locked.chmod(0o755)

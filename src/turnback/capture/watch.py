@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from turnback.capture import inotify
 from turnback.catalog import Message
+from turnback.errors import RefusedError
 from turnback.procs import process_alive, process_start
 
 WATCH_FOLDER = "watch"
@@ -351,6 +352,10 @@ def run_watcher(
         except BlockingIOError:
             raise FileExistsError(errno.EEXIST, "a watcher already runs for this project") from None
         watcher = _Watcher(root, skip)
+        if idle_s is not None and watcher.partial is not None:
+            # Started automatically, it would only hold inotify watches (the user's, shared with editors) while
+            # every scan visits everything: it ends, and its log says why (see Watcher.start_if_big).
+            raise RefusedError(Message("watch_auto_gave_up", why=watcher.partial))
         stopping = False
 
         def stop(_signum: int, _frame: object) -> None:

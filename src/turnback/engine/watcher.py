@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .facade import Engine
 
 WATCH_START_S = 10.0
-AUTO_RETRY_S = 60.0  # a watcher this process started that ended at once (no inotify watches left) is retried after
+AUTO_RETRY_S = 600.0  # an automatic watcher that could not watch every folder is not started again for this long
 
 
 class _AutoStart:
@@ -40,7 +40,7 @@ class _AutoStart:
 
     enabled = False
     inotify: bool | None = None  # whether this system offers inotify, once asked
-    started: dict[ProjectId, tuple[subprocess.Popen[bytes], float]] = {}  # noqa: RUF012  (one per process)
+    started: dict[ProjectId, subprocess.Popen[bytes]] = {}  # noqa: RUF012  (one per process)
 
 
 def auto_start_watchers() -> None:
@@ -90,8 +90,10 @@ class Watcher:
         raise RefusedError(Message("watcher_no_answer", root=project.root, seconds=round(WATCH_START_S)))
 
     def start_if_big(self, project: Project, paths: int) -> None:
-        """Start the project's watcher, detached and not waited for, when this process hosts watchers, the
-        project holds at least ``watch.auto_paths`` paths and none runs; it ends after ``watch.idle_s``."""
+        """Start the project's watcher, detached and not waited for, when this process called
+        :func:`auto_start_watchers`, the project holds at least ``watch.auto_paths`` paths, none runs, and none
+        wrote to the project's watcher log lately (it could not watch every folder); it ends after
+        ``watch.idle_s``."""
         if not _AutoStart.enabled:
             return
         config = self._engine.config_for(project)
@@ -102,21 +104,20 @@ class Watcher:
         if watch.watcher_running(self._home, project.id) or not _inotify_offered():
             return
         earlier = _AutoStart.started.get(project.id)
-        if earlier is not None:
-            ended = earlier[0].poll()
-            if ended is None:
-                return  # still starting: its pid file comes once it watches every folder
-            if ended != 0 and time.monotonic() - earlier[1] < AUTO_RETRY_S:
-                return  # it failed (no inotify watches left, say: its log says): not again at every command
+        if earlier is not None and earlier.poll() is None:
+            return  # still starting: its pid file comes once it watches every folder
+        log_path = os.path.join(watch.watch_dir(self._home), f"{project.id}.log")
+        if _failed_lately(log_path):
+            return  # a watcher of this project said why it could not run (its log), lately: scans visit everything
         os.makedirs(watch.watch_dir(self._home), mode=0o700, exist_ok=True)
-        with open(os.path.join(watch.watch_dir(self._home), f"{project.id}.log"), "ab") as log:
+        with open(log_path, "ab") as log:
             proc = commands.spawn_helper(
                 self._engine.store,
                 ["_watch-tree", project.id, "--idle-s", repr(config.watch_idle_s)],
                 cwd="/",  # a watcher working in the project would keep a deleted project folder alive
                 output=log,
             )
-        _AutoStart.started[project.id] = (proc, time.monotonic())
+        _AutoStart.started[project.id] = proc
 
     def run(self, project_id: ProjectId, idle_s: float | None = None) -> None:
         """Be the project's watcher until stopped, or until no scan asked it for *idle_s* seconds (the
@@ -143,6 +144,16 @@ class Watcher:
             while process_alive(pid, None) and time.monotonic() < deadline:
                 time.sleep(0.02)
         return pid
+
+
+def _failed_lately(log_path: str) -> bool:
+    """Whether a watcher wrote to its log (only trouble goes there) in the last ``AUTO_RETRY_S``: then no process
+    starts it again before, so that a project it cannot watch whole does not cost each command a watcher's start."""
+    try:
+        st = os.stat(log_path)
+    except OSError:
+        return False
+    return st.st_size > 0 and time.time() - st.st_mtime < AUTO_RETRY_S
 
 
 def _inotify_offered() -> bool:
