@@ -123,6 +123,12 @@ What is timed, per round (the tool that goes first alternates between rounds):
    ``finish_command``, ``end_turn``; git the edit and a checkpoint.
 9. the floor of change detection: a bare ``os.scandir`` + ``os.lstat`` walk of
    the tree, timed next to the no-change scan.
+10. harness processes (``benchmarks/processes.py``, once per tree size, in
+   copies of their own, ``PROCESS_SAMPLES_PER_ROUND`` samples per round): a
+   Claude Code Bash hook pair through the installed hook command and its relay
+   with no ``watch start``, and a 10-file turn through ``turnback turn begin``,
+   ``exec`` and ``turn end`` processes, each beside a shadow-git checkpoint after
+   the same edits. Rows of the scenario table; their warm-up figures are extras.
 
 Peak memory: for each tree size a subprocess of this script runs turnback's
 cold scan, a no-change scan, the bulk change and its undo (its own peak
