@@ -142,6 +142,12 @@ What is timed, per round (the tool that goes first alternates between rounds):
    ``git clean -fdq`` + ``git reset -q --hard SHA`` to the checkpoint before
    it. Both trees are checked byte for byte against the tree before the
    change. The target: turnback ≥10× faster.
+12. harness processes (``benchmarks/processes.py``, once per tree size, in
+   copies of their own, ``PROCESS_SAMPLES_PER_ROUND`` samples per round): a
+   Claude Code Bash hook pair through the installed hook command and its relay
+   with no ``watch start``, and a 10-file turn through ``turnback turn begin``,
+   ``exec`` and ``turn end`` processes, each beside a shadow-git checkpoint after
+   the same edits. Rows of the scenario table; their warm-up figures are extras.
 
 Peak memory: for each tree size a subprocess of this script runs turnback's
 cold scan, a no-change scan, the bulk change and its undo (its own peak
@@ -193,6 +199,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+import processes
 import zstandard
 from benchutil import file_system_of, positive, temp_base
 
@@ -259,6 +266,7 @@ STORE_TURN_FILES = 10
 
 DEFAULT_SIZES = (10_000,)
 QUICK_FILES = 2_000
+PROCESS_SAMPLES_PER_ROUND = 3  # Bash hook pairs and exec turns timed per round (benchmarks/processes.py)
 TARGET_FILES = 50_000
 MEMORY_FILES = 100_000
 TARGET_COLD_SPEEDUP = 3.0
@@ -1322,6 +1330,26 @@ def undo_many_round(
 # -- peak memory, in a subprocess of this script ------------------------------------------------------
 
 
+def measure_processes(master: Path, info: TreeInfo, base: Path, rounds: int) -> dict[str, Any]:
+    """The harness-process rows (``benchmarks/processes.py``): a Bash hook pair and a ``turnback exec`` turn,
+    beside shadow git's checkpoint, in fresh copies of their own."""
+    from hooks import installed_command
+
+    folder = base / "processes"
+    try:
+        return processes.measure(
+            master,
+            folder,
+            rounds * PROCESS_SAMPLES_PER_ROUND,
+            lambda src, dst: copy_project(src, dst, info),
+            ShadowGit,
+            installed_command(sys.executable),
+            sys.executable,
+        )
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)  # the relay and the watchers end once their store is gone
+
+
 def stage_change(folder: Path, change: ChangeSet) -> None:
     """Write a change to *folder* (one file per write, an index) so the child applies it without holding it."""
     folder.mkdir()
@@ -1836,6 +1864,8 @@ def scenario_rows(result: dict[str, Any]) -> list[list[str]]:
                 f"{s['turnback']['us_per_file']:.2f} / {s['shadow_git']['us_per_file']:.2f}",
             ]
         )
+    if "processes" in result:
+        rows += processes.scenario_rows(result["processes"], result["tree"]["files"])
     return rows
 
 
@@ -1860,6 +1890,8 @@ def extra_rows(result: dict[str, Any]) -> list[list[str]]:
             f"shadow git {fmt_spread(store['git_turn'])}; turnback/git {fmt_ratio(store['turn_ratio'])}",
         ]
     )
+    if "processes" in result:
+        rows += processes.extra_rows(result["processes"])
     return rows
 
 
@@ -1985,6 +2017,18 @@ def evaluate_targets(results: list[dict[str, Any]]) -> list[Target]:
             )
         )
     return targets
+
+
+def process_targets(results: list[dict[str, Any]]) -> list[Target]:
+    """The targets of the harness-process rows (``benchmarks/processes.py``), on the largest tree measured."""
+    measured = [r for r in results if "processes" in r]
+    if not measured:
+        return []
+    largest = max(measured, key=lambda r: r["tree"]["files"])
+    return [
+        Target(text, shown, met, where)
+        for text, shown, met, where in processes.targets(largest["processes"], largest["tree"]["files"])
+    ]
 
 
 def verdict(target: Target) -> str:
@@ -2350,6 +2394,8 @@ def main(argv: list[str] | None = None) -> int:
             results[-1]["undo_many"] = summarize_undo_many(
                 info, undo_many_phase(master, info, size_dir, text, args.seed, rounds)
             )
+            progress("harness processes: Bash hook pairs through the relay, exec turns through the CLI")
+            results[-1]["processes"] = measure_processes(master, info, size_dir, rounds)
             shutil.rmtree(size_dir)
         env["load_end"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
         digests = {env["source_digest"], source_digest(), *(r["memory"]["source"] for r in results)}
@@ -2358,7 +2404,7 @@ def main(argv: list[str] | None = None) -> int:
             progress("warning: turnback's source files changed during the run (this process kept what it imported)")
         env["this_process_peak_bytes"] = maxrss_bytes(resource.RUSAGE_SELF)
 
-    targets = evaluate_targets(results)
+    targets = evaluate_targets(results) + process_targets(results)
     undo_many = undo_many_target(results)
     targets += [undo_many] if undo_many else []
     print(render_text(env, results, targets))

@@ -38,6 +38,8 @@ class Config(NamedTuple):
     lang: str = "en"
     mcp_turn_gap_s: float = 30.0
     store_url: str | None = None  # a PostgreSQL database shared by many hosts, instead of the local SQLite file
+    watch_auto_paths: int = 20_000  # a long-lived process starts the watcher of a project this big; 0: never
+    watch_idle_s: float = 600.0  # an automatically started watcher ends after this long without a scan
 
     @property
     def max_file_bytes(self) -> int:
@@ -111,6 +113,8 @@ KEYS: dict[str, _Key] = {
     "lang": _Key("lang", _choice(LANGS)),
     "mcp.turn_gap_s": _Key("mcp_turn_gap_s", _seconds),
     "store.url": _Key("store_url", _database_url, per_project=False),
+    "watch.auto_paths": _Key("watch_auto_paths", _whole(0)),
+    "watch.idle_s": _Key("watch_idle_s", _seconds),
 }
 GROUP_PREFIX = "diff.groups."
 

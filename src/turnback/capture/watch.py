@@ -32,11 +32,13 @@ import selectors
 import signal
 import socket
 import stat
+import time
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from turnback.capture import inotify
 from turnback.catalog import Message
+from turnback.errors import RefusedError
 from turnback.procs import process_alive, process_start
 
 WATCH_FOLDER = "watch"
@@ -125,17 +127,28 @@ def _reason_from_wire(reason: object) -> Message | None:
 
 def watcher_status(home: str, project_id: str) -> WatcherStatus | None:
     """The project's running watcher, if there is one."""
-    try:
-        with open(os.path.join(watch_dir(home), _names(project_id)[1])) as handle:
-            pid, start = (int(value) for value in handle.read().split()[:2])
-    except (OSError, ValueError):
-        return None
-    if not process_alive(pid, start):
+    pid = _running_pid(home, project_id)
+    if pid is None:
         return None
     answer = ask(home, project_id, None)
     if answer is None:
         return WatcherStatus(pid, 0, Message("watcher_does_not_answer"))
     return WatcherStatus(pid, answer.folders, answer.reason)
+
+
+def _running_pid(home: str, project_id: str) -> int | None:
+    """The pid its pid file names, when that process still runs."""
+    try:
+        with open(os.path.join(watch_dir(home), _names(project_id)[1])) as handle:
+            pid, start = (int(value) for value in handle.read().split()[:2])
+    except (OSError, ValueError):
+        return None
+    return pid if process_alive(pid, start) else None
+
+
+def watcher_running(home: str, project_id: str) -> bool:
+    """Whether the project's watcher runs, by its pid file alone (asking it would cost a scan's round trip)."""
+    return _running_pid(home, project_id) is not None
 
 
 def stop_watcher(home: str, project_id: str) -> int | None:
@@ -323,8 +336,12 @@ def _serve_client(watcher: _Watcher, client: socket.socket) -> None:
     client.sendall(json.dumps(watcher.answer(since)).encode())
 
 
-def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, on_ready: Any = None) -> None:
-    """Watch *root* until SIGTERM or SIGINT, answering scans; one watcher per project (a lock says so)."""
+def run_watcher(
+    home: str, project_id: str, root: str, skip: frozenset[str], *, on_ready: Any = None, idle_s: float | None = None
+) -> None:
+    """Watch *root* until SIGTERM or SIGINT, answering scans; one watcher per project (a lock says so).
+
+    *idle_s*: end, too, once no scan asked for that long (a watcher started automatically)."""
     folder = watch_dir(home)
     os.makedirs(folder, mode=0o700, exist_ok=True)
     sock_name, pid_name, lock_name = _names(project_id)
@@ -335,6 +352,10 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
         except BlockingIOError:
             raise FileExistsError(errno.EEXIST, "a watcher already runs for this project") from None
         watcher = _Watcher(root, skip)
+        if idle_s is not None and watcher.partial is not None:
+            # Started automatically, it would only hold inotify watches (the user's, shared with editors) while
+            # every scan visits everything: it ends, and its log says why (see Watcher.start_if_big).
+            raise RefusedError(Message("watch_auto_gave_up", why=watcher.partial))
         stopping = False
 
         def stop(_signum: int, _frame: object) -> None:
@@ -362,9 +383,12 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
         selector.register(server, selectors.EVENT_READ, "client")
         selector.register(watcher.notify.fd, selectors.EVENT_READ, "events")
         selector.register(wake_read, selectors.EVENT_READ, "signal")
+        asked = time.monotonic()
         try:
             while not stopping and watcher.broken is None:
-                for key, _ in selector.select(timeout=1.0):
+                if idle_s is not None and time.monotonic() - asked > idle_s:
+                    break  # the socket goes first (below): a scan from now on visits everything
+                for key, _ in selector.select(timeout=1.0 if idle_s is None else min(1.0, idle_s)):
                     if key.data == "signal":
                         with contextlib.suppress(BlockingIOError):
                             os.read(wake_read, 64)
@@ -373,6 +397,7 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
                         watcher.drain()
                         continue
                     client, _ = server.accept()
+                    asked = time.monotonic()
                     with client, contextlib.suppress(OSError):
                         _serve_client(watcher, client)
         finally:
@@ -389,4 +414,13 @@ def run_watcher(home: str, project_id: str, root: str, skip: frozenset[str], *, 
         os.close(lock_fd)
 
 
-__all__ = ["WatchAnswer", "WatcherStatus", "ask", "run_watcher", "stop_watcher", "watch_dir", "watcher_status"]
+__all__ = [
+    "WatchAnswer",
+    "WatcherStatus",
+    "ask",
+    "run_watcher",
+    "stop_watcher",
+    "watch_dir",
+    "watcher_running",
+    "watcher_status",
+]

@@ -71,7 +71,9 @@ class Commands:
         from turnback.capture import commands
 
         rules, outside = self.scan_rules(target.project), self._outside_rules(target.project)
-        return commands.start_call(target, argv, workdir, rules, outside, kind=kind, unasked=unasked)
+        call_id, before = commands.start_call(target, argv, workdir, rules, outside, kind=kind, unasked=unasked)
+        self._engine._watcher.start_if_big(target.project, len(before.project))
+        return call_id, before
 
     def _record_end(
         self,

@@ -56,7 +56,7 @@ from .values import (
     TextEdited,
     TurnDiff,
 )
-from .watcher import Watcher
+from .watcher import Watcher, auto_start_watchers
 
 if TYPE_CHECKING:
     from turnback.capture.watch import WatcherStatus
@@ -219,8 +219,12 @@ class _CommandVerbs:
     def watch_start(self, project: Project) -> int:
         return self._watcher.start(project)
 
-    def run_watcher(self, project_id: ProjectId) -> None:
-        self._watcher.run(project_id)
+    def run_watcher(self, project_id: ProjectId, idle_s: float | None = None) -> None:
+        self._watcher.run(project_id, idle_s)
+
+    @staticmethod
+    def auto_start_watchers() -> None:
+        auto_start_watchers()
 
     def watch_status(self, project: Project) -> WatcherStatus | None:
         return self._watcher.status(project)

@@ -363,7 +363,7 @@ def serve(home: str) -> int:
     import fcntl
     import socket
 
-    import turnback.engine  # noqa: F401  (what every event needs, imported once, before the first one)
+    import turnback.engine  # what every event needs, imported once, before the first one
 
     if not sys.platform.startswith("linux"):
         return 1
@@ -376,6 +376,8 @@ def serve(home: str) -> int:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return 0  # another relay serves this store
+        # A big project's first Bash call starts its watcher, which the commands of every session share.
+        turnback.engine.Engine.auto_start_watchers()
         # Held before a hook can connect: once hooks reach it, the relay creates no file in the store (its
         # opening may), so a store deleted then is gone for good.
         with _StoreKeptOpen(home):

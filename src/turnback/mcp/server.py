@@ -812,6 +812,7 @@ def serve(
     if not os.path.isdir(real_root):
         raise turnback.UsageError(Message("mcp_root_not_folder", path=root))
     engine = turnback.open(home, confined=True, store_url=store_url)
+    turnback.Engine.auto_start_watchers()  # its commands on a big project start the watcher they share
     try:
         language.set(turnback.pick_language(lang, engine.home))
         session = engine.new_session(real_root, title=title or "MCP client")

@@ -4,8 +4,8 @@ Settings live in ``config.toml`` in the store folder, never inside a project
 (so an agent's writes cannot change them). ``--project`` sets a value for
 one project only. Keys: render.diff_lines, snapshot.max_file_mib,
 snapshot.exclude, snapshot.home_max_files, snapshot.home_max_mib,
-snapshot.max_mib, store.max_mib, mode, lang, diff.groups.NAME. Lists are
-given as ``a,b`` or as JSON.
+snapshot.max_mib, store.max_mib, mode, lang, diff.groups.NAME,
+watch.auto_paths, watch.idle_s. Lists are given as ``a,b`` or as JSON.
 """
 
 from __future__ import annotations

@@ -66,6 +66,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             return 0
         stdout = sys.stderr.buffer if out.json_mode else None
         out.flush()
+        ctx.engine.auto_start_watchers()  # a harness's next exec on a big project then scans only what changed
         result = ctx.engine.run_command(
             session.id, argv, cwd=ctx.cwd, timeout=args.timeout, stdout=stdout, unasked=args.unasked
         )

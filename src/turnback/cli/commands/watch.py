@@ -38,6 +38,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         each.add_argument("dir", nargs="?", default=".", help="a folder in the project (default: this one)")
     tree = sub.add_parser("_watch-tree", parents=[common])
     tree.add_argument("project")
+    tree.add_argument("--idle-s", type=float, default=None)  # started automatically: end when no scan asks
     # Not for people: keep it out of the list of commands (argparse lists every parser that has help).
     sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest != "_watch-tree"]
 
@@ -45,7 +46,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     engine, out = ctx.engine, ctx.out
     if args.verb == "_watch-tree":
-        engine.run_watcher(ProjectId(args.project))
+        engine.run_watcher(ProjectId(args.project), idle_s=args.idle_s)
         return 0
     project = engine.watched_project(args.dir)
     if args.watch_verb == "start":
