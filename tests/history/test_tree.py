@@ -222,9 +222,11 @@ def test_status_shows_an_interrupted_rollback_and_the_next_undo_finishes_it(cli,
     tree = log_json(cli, sid)
     t1, t3 = turn_id(tree, 1), turn_id(tree, 3)
 
-    # rows: restore README.md, trash f3.txt (turn 3), trash f2.txt (turn 2); killed after the 4th durable step,
-    # once README.md is restored and while f3.txt is being moved to the trash
-    killed = cli("rollback", "1", "--session", sid, "--confirm", env={"TURNBACK_FAULT_KILL_AFTER": "4"})
+    # rows: restore README.md, trash f3.txt (turn 3), trash f2.txt (turn 2), in one batch: README.md's temp file
+    # written (1), the three displaced files linked into the trash (2-4), the batch's sync (5), README.md renamed
+    # (6): killed there, once README.md is restored and before f3.txt is removed; the journal marks the batch's
+    # rows only after the sync of their folders, so all three are pending
+    killed = cli("rollback", "1", "--session", sid, "--confirm", env={"TURNBACK_FAULT_KILL_AFTER": "6"})
     assert killed.rc == -9
     status = cli("status", "--session", sid)
     assert status.rc == 0
@@ -232,17 +234,18 @@ def test_status_shows_an_interrupted_rollback_and_the_next_undo_finishes_it(cli,
     op = interrupted["plan"]["id"]
     journal = [(row["action"], row["path"], row["status"]) for row in interrupted["rows"]]
     assert journal == [
-        ("restore", "README.md", "done"),
+        ("restore", "README.md", "pending"),
         ("trash", "f3.txt", "pending"),
         ("trash", "f2.txt", "pending"),
     ]
     assert status.lines[:5] == [
         f"session {short_id(sid)}  head: turn 3 ({short_id(t3)})",
-        f"interrupted: rollback {short_id(op)}, 1 of 3 rows done; turnback undo --yes finishes it",
-        "  restore     README.md",
+        f"interrupted: rollback {short_id(op)}, 0 of 3 rows done; turnback undo --yes finishes it",
+        "  pending: restore     README.md",
         "  pending: trash       f3.txt",
         "  pending: trash       f2.txt",
     ]
+    assert (project / "f3.txt").read_bytes() == b"3\n"
     assert (project / "README.md").read_bytes() == b"one\n"
     assert (project / "f2.txt").read_bytes() == b"2\n"
 

@@ -701,8 +701,7 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
         if ref_rows:  # moved together, after the files, in one transaction
             outcomes = _move_refs(tree.root, ref_rows)
             _settle_rows(store, plan, [(row, *outcome) for row, outcome in zip(ref_rows, outcomes, strict=True)])
-        if resumed:
-            applier.remove_temp_files()  # only a killed run leaves temp files of its own
+        applier.remove_temp_files()
         with store.transaction():
             applied = store.load_plan(plan.id)
             notes = _finish_operation(store, applied)
