@@ -69,7 +69,7 @@ def watcher_pid(home: Path, project: Path) -> int | None:
 def wait_for_watcher(home: Path, reaper: Reaper) -> int:
     """The pid of the project's watcher once its pid file names it (read, not asked: an ask is a scan's, which
     would put off its idle end)."""
-    wait_for(lambda: bool(reaper.recorded()), "the automatic watcher")
+    wait_for(lambda: bool(reaper.recorded()), "the automatic watcher", timeout=60)
     ((pid, start),) = reaper.recorded()
     assert process_alive(pid, start)
     return pid
@@ -97,7 +97,12 @@ def bash_changes(home: Path, project: Path, claude: Claude, command: str) -> Cha
     return sorted((change["path"], change["kind"]) for change in new["changes"])
 
 
+RELAY_STAYS = {"TURNBACK_HOOK_RELAY_IDLE_S": "120"}  # a loaded machine's hooks may be seconds apart: the relay
+# that starts the watcher must serve the Bash call's before-event (``stop_relay`` ends it after each test)
+
+
 def started_session(home: Path, project: Path, **kwargs: Any) -> Claude:
+    kwargs.setdefault("env", RELAY_STAYS)
     claude = Claude(home, project, **kwargs)
     claude.prompt("run some commands")
     wait_for_relay(home)
@@ -140,7 +145,7 @@ def test_the_watcher_ends_when_idle_and_changes_made_meanwhile_are_found_by_full
 ) -> None:
     lower_threshold(home, project, ("watch.idle_s", "2"))
     before = project_state(project)
-    claude = started_session(home, project, env={"TURNBACK_HOOK_RELAY_IDLE_S": "60"})
+    claude = started_session(home, project)
     assert bash_changes(home, project, claude, "true") == []
     pid = wait_for_watcher(home, reaper)
     wait_for(lambda: not process_alive(pid, None), "the watcher to end after 2 s without a scan")
@@ -157,7 +162,7 @@ def test_the_watcher_ends_when_idle_and_changes_made_meanwhile_are_found_by_full
 def test_two_sessions_of_one_project_share_one_watcher(home: Path, project: Path, reaper: Reaper) -> None:
     lower_threshold(home, project)
     first = started_session(home, project)
-    second = Claude(home, project, session_id="another-session")
+    second = Claude(home, project, session_id="another-session", env=RELAY_STAYS)
     second.prompt("another session on the same project")
     assert bash_changes(home, project, first, "printf a > a.txt") == [("a.txt", "new")]
     pid = wait_for_watcher(home, reaper)
