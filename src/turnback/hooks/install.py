@@ -20,7 +20,7 @@ from typing import Any
 
 from turnback.catalog import Message
 from turnback.errors import UsageError
-from turnback.hooks.relay import HOOK_TIMEOUT_S
+from turnback.hooks.relay import CURSOR_EVENTS, HOOK_TIMEOUT_S  # the events installed are those the relay serves
 
 MARK = "hook claude-code"
 TOOLS_MATCHER = "Write|Edit|MultiEdit|NotebookEdit|Bash|PowerShell"
@@ -63,15 +63,6 @@ GEMINI_EVENTS: dict[str, str | None] = {
 }
 GEMINI_TIMEOUT_MS = HOOK_TIMEOUT_S * 1000  # Gemini CLI counts a hook's timeout in milliseconds
 CURSOR_MARK = "hook cursor"
-CURSOR_EVENTS = (
-    "sessionStart",
-    "beforeSubmitPrompt",
-    "beforeShellExecution",
-    "afterShellExecution",
-    "afterFileEdit",
-    "stop",
-    "sessionEnd",
-)
 
 
 def hook_command(mark: str = MARK) -> str:
