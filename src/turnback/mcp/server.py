@@ -30,7 +30,7 @@ import stat
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Annotated, Any, Literal, cast
 
 import anyio
@@ -58,6 +58,7 @@ import turnback
 from turnback import Engine, Session, TurnbackError
 from turnback.catalog import Message, language, say, word
 from turnback.engine import TextEdit, TextEdited
+from turnback.mcp.direct import ToolFunction, answer_directly
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
 
@@ -488,8 +489,18 @@ def build_server(tools: Tools) -> MCPServer:
             f"Only paths inside {tools.root} are allowed."
         ),
     )
+    functions: dict[str, ToolFunction] = {}
 
-    @server.tool(
+    def tool(**options: Any) -> Callable[[ToolFunction], ToolFunction]:
+        """``server.tool``, each function also noted for the direct path (:mod:`turnback.mcp.direct`)."""
+
+        def register(function: ToolFunction) -> ToolFunction:
+            functions[function.__name__] = function
+            return server.tool(**options)(function)
+
+        return register
+
+    @tool(
         title="Read File (Deprecated)",
         description="Read a text file. Deprecated: use read_text_file.",
         annotations=READS,
@@ -497,7 +508,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def read_file(path: Path, head: int | None = None, tail: int | None = None) -> str:
         return tools.read_text_file(path, head, tail)
 
-    @server.tool(
+    @tool(
         title="Read Text File",
         description="Read a text file (head/tail: only the first or last N lines).",
         annotations=READS,
@@ -505,7 +516,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def read_text_file(path: Path, head: int | None = None, tail: int | None = None) -> str:
         return tools.read_text_file(path, head, tail)
 
-    @server.tool(
+    @tool(
         title="Read Media File",
         description="Read a file as base64 with its MIME type: images and audio as such, anything else as a resource.",
         annotations=READS,
@@ -514,7 +525,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def read_media_file(path: Path) -> ImageContent | AudioContent | EmbeddedResource:
         return tools.read_media_file(path)
 
-    @server.tool(
+    @tool(
         title="Read Multiple Files",
         description="Read several text files at once; a file that cannot be read says why and stops no other.",
         annotations=READS,
@@ -522,7 +533,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def read_multiple_files(paths: Annotated[list[str], Field(min_length=1)]) -> str:
         return tools.read_multiple_files(paths)
 
-    @server.tool(
+    @tool(
         title="Write File",
         description="Create or overwrite a file; the earlier content is kept so the user can take it back.",
         annotations=_hints(read_only=False, destructive=True, idempotent=True),
@@ -530,7 +541,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def write_file(path: Path, content: str) -> str:
         return tools.write_file(path, content)
 
-    @server.tool(
+    @tool(
         title="Edit File",
         description="Replace exact text in a file (each oldText must occur once); dryRun previews the diff.",
         annotations=_hints(read_only=False, destructive=True),
@@ -538,7 +549,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def edit_file(path: Path, edits: list[EditOperation], dryRun: bool = False) -> str:
         return tools.edit_file(path, edits, dryRun)
 
-    @server.tool(
+    @tool(
         title="Create Directory",
         description="Create a folder, and the folders above it that are missing.",
         annotations=_hints(read_only=False, idempotent=True),
@@ -546,11 +557,11 @@ def build_server(tools: Tools) -> MCPServer:
     async def create_directory(path: Path) -> str:
         return tools.create_directory(path)
 
-    @server.tool(title="List Directory", description="List a folder: [FILE] and [DIR] entries.", annotations=READS)
+    @tool(title="List Directory", description="List a folder: [FILE] and [DIR] entries.", annotations=READS)
     async def list_directory(path: Path) -> str:
         return tools.list_directory(path)
 
-    @server.tool(
+    @tool(
         title="List Directory with Sizes",
         description="List a folder with each file's size, sorted by name or size, and the totals.",
         annotations=READS,
@@ -558,7 +569,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def list_directory_with_sizes(path: Path, sortBy: Literal["name", "size"] = "name") -> str:
         return tools.list_directory_with_sizes(path, sortBy)
 
-    @server.tool(
+    @tool(
         title="Directory Tree",
         description="The tree below a folder as JSON (name, type, children).",
         annotations=READS,
@@ -566,7 +577,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def directory_tree(path: Path, excludePatterns: list[str] | None = None) -> str:
         return tools.directory_tree(path, excludePatterns)
 
-    @server.tool(
+    @tool(
         title="Move File",
         description="Move or rename a file or folder; refused if the destination exists.",
         annotations=_hints(read_only=False, destructive=True),
@@ -574,7 +585,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def move_file(source: Path, destination: Path) -> str:
         return tools.move_file(source, destination)
 
-    @server.tool(
+    @tool(
         title="Search Files",
         description="Find files and folders below a folder whose path relative to it matches a glob "
         "('*.ext' in the folder itself, '**/*.ext' at any depth); excludePatterns are globs too.",
@@ -583,7 +594,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def search_files(path: Path, pattern: str, excludePatterns: list[str] | None = None) -> str:
         return tools.search_files(path, pattern, excludePatterns)
 
-    @server.tool(
+    @tool(
         title="Get File Info",
         description="Size, times, kind and permissions of a file or folder.",
         annotations=READS,
@@ -591,11 +602,11 @@ def build_server(tools: Tools) -> MCPServer:
     async def get_file_info(path: Path) -> str:
         return tools.get_file_info(path)
 
-    @server.tool(title="List Allowed Directories", description="The folder these tools may use.", annotations=READS)
+    @tool(title="List Allowed Directories", description="The folder these tools may use.", annotations=READS)
     async def list_allowed_directories() -> str:
         return tools.list_allowed_directories()
 
-    @server.tool(
+    @tool(
         title="Delete File",
         description="Delete a file, link or empty folder; the user can take it back.",
         annotations=_hints(read_only=False, destructive=True, idempotent=True),
@@ -603,7 +614,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def delete_file(path: Path) -> str:
         return tools.delete_file(path)
 
-    @server.tool(
+    @tool(
         title="Run Command",
         description="Run a shell command in the folder; what it changes is recorded so the user can take it back. "
         "Returns its output, exit status and a line naming the files it changed.",
@@ -612,6 +623,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def run_command(command: str, timeout: float | None = None, cwd: str | None = None) -> str:
         return await run_command_served(tools, command, timeout, cwd)
 
+    answer_directly(server, functions)
     return server
 
 
