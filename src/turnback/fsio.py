@@ -262,6 +262,60 @@ def open_regular_at(parent: int, name: str, shown: str) -> tuple[int, Entry]:
     return fd, _entry(st)
 
 
+class StagedFile:
+    """A temp file written and fsynced beside its name (:meth:`Tree.stage_file`): :meth:`replace` renames it over
+    the name and fsyncs the folder, :meth:`discard` removes it. Either ends it (and closes the folder it holds)."""
+
+    def __init__(self, parent: int, name: str, temp: str):
+        self._parent = parent
+        self._name = name
+        self._temp = temp
+
+    def replace(self, *, hold_replaced: bool = False) -> int | None:
+        """Rename the temp file over the name, then fsync the folder.
+
+        With *hold_replaced*, the entry the rename replaces is held (an ``O_PATH`` descriptor, returned for
+        the caller to close once the write is done): a rename over a file's last name frees its blocks
+        before it returns (2-4 ms on ext4), and closing the holder elsewhere keeps that out of the write."""
+        parent = self._parent
+        try:
+            replaced = _hold(parent, self._name) if hold_replaced else None
+            try:
+                os.replace(self._temp, self._name, src_dir_fd=parent, dst_dir_fd=parent)
+            except BaseException:
+                if replaced is not None:
+                    os.close(replaced)
+                with contextlib.suppress(OSError):
+                    os.unlink(self._temp, dir_fd=parent)
+                raise
+            try:
+                _fsync_dir(parent)
+                STEPS.done()
+            except BaseException:
+                if replaced is not None:
+                    os.close(replaced)
+                raise
+            return replaced
+        finally:
+            os.close(parent)
+
+    def discard(self) -> None:
+        """Remove the temp file: its name keeps what it held."""
+        with contextlib.suppress(OSError):
+            os.unlink(self._temp, dir_fd=self._parent)
+        os.close(self._parent)
+
+
+def _hold(parent: int, name: str) -> int | None:
+    """A descriptor that keeps the entry *name* alive (opening nothing, following no link), if there is one."""
+    if _HOLD_FLAGS is None:
+        return None
+    try:
+        return os.open(name, _HOLD_FLAGS, dir_fd=parent)
+    except OSError:
+        return None  # nothing there yet (a new file), or nothing to hold
+
+
 class Tree:
     """A folder tree rooted at a real path, read and written without following links."""
 
@@ -399,7 +453,6 @@ class Tree:
         *,
         create_parents: bool = False,
         before_replace: Callable[[], None] | None = None,
-        release_replaced: Callable[[int], None] | None = None,
     ) -> None:
         """Replace *path* with a regular file holding *chunks*: temp, fsync, rename, fsync folder.
 
@@ -409,19 +462,25 @@ class Tree:
         *before_replace* runs once the temp file is durable, just before the
         rename (an undo moves the displaced file to the trash then); if it
         raises, nothing is renamed and the temp file is removed.
-
-        With *release_replaced*, the entry the rename replaces is held (an
-        ``O_PATH`` descriptor) across the rename and handed to it, to be
-        closed, once the write is durable: a rename over a file's last name
-        frees its blocks before it returns (2-4 ms on ext4), and the holder
-        closes it where that does not delay the write.
         """
+        staged = self.stage_file(path, chunks, mode, create_parents=create_parents)
+        try:
+            if before_replace is not None:
+                before_replace()
+        except BaseException:
+            staged.discard()
+            raise
+        staged.replace()
+
+    def stage_file(
+        self, path: RelPath, chunks: Iterable[bytes], mode: int, *, create_parents: bool = False
+    ) -> StagedFile:
+        """The first half of :meth:`write_atomic`: a temp file holding *chunks* beside *path*, fsynced, not yet
+        renamed over it (nothing at *path* has changed). Another thread may :meth:`StagedFile.replace` it."""
         with self.parent_fd(path, create=create_parents) as parent:
             if parent is None:
                 raise UnsafePathError(Message("folder_missing", path=path))
-            _, name = split_rel_path(path)
             temp = _temp_name()
-            replaced: int | None = None
             try:
                 fd = os.open(temp, _CREATE_FLAGS, 0o600, dir_fd=parent)
             except OSError as exc:
@@ -433,38 +492,11 @@ class Tree:
                     STEPS.fsync(fd)
                 finally:
                     os.close(fd)
-                if before_replace is not None:
-                    before_replace()
-                replaced = self._hold(parent, name) if release_replaced is not None else None
-                try:
-                    os.replace(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-                except BaseException:
-                    if replaced is not None:
-                        os.close(replaced)
-                    raise
+                return StagedFile(os.dup(parent), split_rel_path(path)[1], temp)
             except BaseException:
                 with contextlib.suppress(OSError):
                     os.unlink(temp, dir_fd=parent)
                 raise
-            try:
-                _fsync_dir(parent)
-                STEPS.done()
-            except BaseException:
-                if replaced is not None:
-                    os.close(replaced)
-                raise
-            if replaced is not None and release_replaced is not None:
-                release_replaced(replaced)
-
-    @staticmethod
-    def _hold(parent: int, name: str) -> int | None:
-        """A descriptor that keeps the entry *name* alive (opening nothing, following no link), if there is one."""
-        if _HOLD_FLAGS is None:
-            return None
-        try:
-            return os.open(name, _HOLD_FLAGS, dir_fd=parent)
-        except OSError:
-            return None  # nothing there yet (a new file), or nothing to hold
 
     def link_into(self, path: RelPath, other: Tree, dest: RelPath, same_as: os.stat_result) -> bool:
         """Give the file at *path* a second name, *dest* in *other*: link to a temp name, rename, fsync folder.
