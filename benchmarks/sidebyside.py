@@ -262,6 +262,7 @@ UNDO_MANY_CHANGE = (800, 100, 100)  # edits, creates, deletes of the one turn un
 TOOL_WRITES = 5
 TOOL_WRITE_BYTES = 10 * 1024
 STORE_TURNS = 50
+QUICK_STORE_TURNS = 10  # --quick: a smoke run of the store sizes, its figures provisional
 STORE_TURN_FILES = 10
 
 DEFAULT_SIZES = (10_000,)
@@ -1161,7 +1162,9 @@ class StoreFigures:
     git_turn_s: list[float]  # a checkpoint
 
 
-def store_phase(master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int) -> StoreFigures:
+def store_phase(
+    master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int, turns: int = STORE_TURNS
+) -> StoreFigures:
     where = base / "store-phase"
     where.mkdir()
     tree_tb, tree_git = where / "tree-turnback", where / "tree-git"
@@ -1183,10 +1186,10 @@ def store_phase(master: Path, info: TreeInfo, base: Path, text: TextSource, seed
         copy.gc()
         git_cold_gc = disk_usage(copy.git_dir)
         shutil.rmtree(copy.git_dir)
-        progress(f"  store sizes: {STORE_TURNS} turns of {STORE_TURN_FILES} edited files")
+        progress(f"  store sizes: {turns} turns of {STORE_TURN_FILES} edited files")
         tb_turn_s: list[float] = []
         git_turn_s: list[float] = []
-        for turn in range(STORE_TURNS):
+        for turn in range(turns):
             change = make_change(state, rng, text, tree_tb, edits=STORE_TURN_FILES, creates=0, deletes=0, tag="s")
 
             # A whole turn on each side, the edit (the same bytes on both) included in both figures.
@@ -1221,7 +1224,7 @@ def store_phase(master: Path, info: TreeInfo, base: Path, text: TextSource, seed
         turnback_turns=tb_turns,
         git_turns_loose=git_turns,
         git_turns_gc=git_turns_gc,
-        turns=STORE_TURNS,
+        turns=turns,
         turnback_turn_s=tb_turn_s,
         git_turn_s=git_turn_s,
     )
@@ -2383,7 +2386,9 @@ def main(argv: list[str] | None = None) -> int:
                 run_round(number, master, info, size_dir, text, args.seed, samples)
             plain = plain_first_snapshot(master, info, size_dir, rounds)
             progress("store sizes: cold snapshot")
-            store = store_phase(master, info, size_dir, text, args.seed)
+            store = store_phase(
+                master, info, size_dir, text, args.seed, QUICK_STORE_TURNS if args.quick else STORE_TURNS
+            )
             progress("peak memory (a subprocess)")
             peak = measure_peak(master, info, size_dir, text, args.seed)
             if args.profile and not profile:
