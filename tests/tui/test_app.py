@@ -26,6 +26,8 @@ def shown(app: TurnbackApp, selector: str) -> str:
 
 
 def output(app: TurnbackApp) -> list[str]:
+    """What the last command printed, in place of the node (which it hides while it is on screen)."""
+    assert app.query_one("#output").display and not app.query_one("#node").display, "the node is shown instead"
     return shown(app, "#output").splitlines()
 
 
@@ -318,3 +320,20 @@ async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert shown(app, "#node").splitlines()[1:3] == ["message: fix the parser", "  then the \\033[2Jdocs"]
+
+
+async def test_a_session_with_no_turns_yet_shows_each_refusal_as_the_cli_words_it(
+    cli, fixed_engine: turnback.Engine, project: Path
+) -> None:  # type: ignore[no-untyped-def]
+    empty = fixed_engine.new_session(str(project), title="empty")
+    app = TurnbackApp(fixed_engine, empty, lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        assert shown(app, "#node") == "no turns yet"
+        for line, verb in (("/undo", ["undo"]), ("/redo", ["redo"]), ("/diff", ["diff"])):
+            await command(pilot, line)
+            done = cli(*verb, "--session", empty.id)
+            assert (done.rc, done.err.splitlines()) == (1, ["turnback: " + output(app)[0]]), line
+        await command(pilot, "/rollback 1")
+        assert output(app) == ["the session has no turn 1"]
+        await command(pilot, "/lang ja")
+        assert output(app) == ["言語：ja"]

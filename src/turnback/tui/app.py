@@ -277,7 +277,7 @@ class TurnbackApp(App[int]):
                 tree.highlighted = tree.get_option_index(selected if selected in ids else session.head or ids[0])
         self.query_one("#busy", Static).update(plain(busy))
         self.query_one("#busy").display = bool(busy)
-        if not ids or not self._showing_output:
+        if not self._showing_output:  # what a command printed stays, on a session with no turns too
             self.show_node()
 
     def selected_turn(self) -> Turn | None:
