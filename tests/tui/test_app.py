@@ -337,3 +337,12 @@ async def test_a_session_with_no_turns_yet_shows_each_refusal_as_the_cli_words_i
         assert output(app) == ["the session has no turn 1"]
         await command(pilot, "/lang ja")
         assert output(app) == ["言語：ja"]
+
+
+async def test_slash_in_the_session_list_leaves_it_for_the_command_line(app: TurnbackApp, story: Story) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/sessions")
+        assert isinstance(app.screen.query_one("#sessions"), OptionList)
+        await command(pilot, "/help")  # typed in the list: "/" leaves it, the rest is the command
+        assert not app.screen.query("#sessions")
+        assert output(app)[0].startswith("commands (Tab completes")

@@ -527,6 +527,8 @@ class TurnbackApp(App[int]):
     # -- keys ----------------------------------------------------------------------------------------------------
 
     def action_command_line(self) -> None:
+        if isinstance(self.screen, SessionPicker):
+            self.screen.dismiss(None)  # "/" leaves the session list for the command line, as it does anywhere
         command_line = self.query_one(CommandLine)
         # At once, not after the keys already typed (as Widget.focus would): typed fast, "/history" would
         # otherwise reach the tree as the keys r (revert) and y (confirm).
