@@ -346,3 +346,24 @@ async def test_slash_in_the_session_list_leaves_it_for_the_command_line(app: Tur
         await command(pilot, "/help")  # typed in the list: "/" leaves it, the rest is the command
         assert not app.screen.query("#sessions")
         assert output(app)[0].startswith("commands (Tab completes")
+
+
+async def test_each_call_of_the_node_shows_its_state_and_its_counts_in_one_column(
+    app: TurnbackApp, story: Story
+) -> None:
+    delete, write = app.engine.log(story.session.id)[2].calls
+
+    def calls() -> list[str]:
+        return [str(option.prompt) for option in app.query_one("#calls", OptionList).options]
+
+    async with app.run_test(size=SIZE) as pilot:
+        assert calls() == [
+            f"{short_id(delete.id)}  delete docs/guide.md  +0 -1",
+            f"{short_id(write.id)}  write notes.txt       +1 -0",
+        ]
+        await command(pilot, f"/revert {short_id(write.id)} confirm")
+        await command(pilot, "/history")
+        assert calls() == [
+            f"{short_id(delete.id)}  delete docs/guide.md         +0 -1",
+            f"{short_id(write.id)}  write notes.txt  (Reverted)  +1 -0",
+        ]

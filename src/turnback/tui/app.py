@@ -25,8 +25,8 @@ from textual.widgets.option_list import Option
 import turnback
 from turnback import Call, Engine, Plan, Session, Turn, short_id
 from turnback.catalog import Message, language, say, word
-from turnback.render import text, views
-from turnback.render.terminal import escape_line
+from turnback.render import data, text, views
+from turnback.render.terminal import display_width, escape_line, pad
 from turnback.tui.commands import COMPLETIONS, HELP, Command, CommandError, confirms, parse
 
 ROLLBACK = "rollback"
@@ -47,6 +47,21 @@ def plain(lines: Sequence[str]) -> Text:
 def patch(lines: Sequence[str], *, color: bool) -> Text:
     """A diff, coloured as the CLI colours it (``views.colorize``), or plain with ``NO_COLOR``."""
     return Text.from_ansi("\n".join(views.colorize(lines))) if color else plain(lines)
+
+
+def call_rows(turn: Turn, load: text.Load) -> list[str]:
+    """Each call of *turn* as ``log`` shows it (with what became of it), then its +/- counts (the page's
+    ``call_block_data``), the counts in one column by display width; a call that changed no file has none."""
+    titles = [text.call_row(turn, call) for call in turn.calls]
+    width = max(map(display_width, titles), default=0)
+    rows = []
+    for title, call in zip(titles, turn.calls, strict=True):
+        if not call.changes:
+            rows.append(title)
+            continue
+        block = data.call_block_data(call, turn, load, data.change_items(call))
+        rows.append(f"{pad(title, width)}  +{block['added']} -{block['removed']}")
+    return rows
 
 
 class Rows(OptionList):
@@ -315,7 +330,7 @@ class TurnbackApp(App[int]):
             lines.extend(text.change_rows(turn, self.engine.load, self.engine.overlap_notes))
             if not turn.calls:
                 lines.append(say("tui_no_calls"))
-            rows = [text.call_row(turn, call) for call in turn.calls]
+            rows = call_rows(turn, self.engine.load)
         self.query_one("#node", Static).update(plain(lines))
         calls.add_options([Option(plain([row]), id=call.id) for row, call in zip(rows, turn.calls, strict=True)])
         if turn.calls:
