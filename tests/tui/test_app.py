@@ -367,3 +367,48 @@ async def test_each_call_of_the_node_shows_its_state_and_its_counts_in_one_colum
             f"{short_id(delete.id)}  delete docs/guide.md         +0 -1",
             f"{short_id(write.id)}  write notes.txt  (Reverted)  +1 -0",
         ]
+
+
+def cli_preview(home: Path, project: Path, *args: str) -> list[str]:
+    """The lines the CLI's preview of *args* prints (on a pipe it asks nothing: exit 1, nothing changed)."""
+    done = run_cli(home, *args, cwd=project)
+    assert done.rc == 1 and "nothing changed" in done.err, done.err
+    return done.out.splitlines()
+
+
+async def test_u_undoes_the_selected_turn_and_undo_from_n_shows_the_clis_rows(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    sid = story.session.id
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("j", "k", "j")  # j and k move as the arrows do: to turn 2
+        await pilot.pause()
+        assert shown(app, "#node").startswith("turn 2  ")
+        await pilot.press("u")  # turn 2 alone, while turn 3 after it is not undone
+        await pilot.pause()
+        refused = run_cli(home, "undo", "2", "--session", sid, cwd=project)
+        assert (refused.rc, refused.err.splitlines()) == (1, ["turnback: " + output(app)[0]])
+        await command(pilot, "/undo from 2")
+        assert output(app) == cli_preview(home, project, "undo", "--from", "2", "--session", sid)
+        assert tree_state(project) == story.states[3]
+        await pilot.press("y")
+        await pilot.pause()
+    assert tree_state(project) == story.states[1]
+
+
+async def test_undo_force_shows_the_clis_rows_and_trashes_what_the_user_wrote_since(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    sid = story.session.id
+    (project / "notes.txt").write_bytes(b"one\nthree\nmine\n")  # the user's own edit, after turn 3
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/undo")
+        assert output(app) == cli_preview(home, project, "undo", "--session", sid)
+        assert any(line.startswith("skip        notes.txt") for line in output(app))
+        await command(pilot, "/undo --force")
+        assert output(app) == cli_preview(home, project, "undo", "--force", "--session", sid)
+        assert (project / "notes.txt").read_bytes() == b"one\nthree\nmine\n"
+        await command(pilot, "/undo --force confirm")
+    assert tree_state(project) == story.states[2]  # turn 2's end state: the user's edit went to the trash
+    [trashed] = [path for path in (Path(app.engine.home) / "trash").rglob("notes.txt")]
+    assert trashed.read_bytes() == b"one\nthree\nmine\n"
