@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -412,3 +413,67 @@ async def test_undo_force_shows_the_clis_rows_and_trashes_what_the_user_wrote_si
     assert tree_state(project) == story.states[2]  # turn 2's end state: the user's edit went to the trash
     [trashed] = [path for path in (Path(app.engine.home) / "trash").rglob("notes.txt")]
     assert trashed.read_bytes() == b"one\nthree\nmine\n"
+
+
+async def test_a_call_of_a_turn_running_elsewhere_shows_live_and_a_rollback_confirm_is_refused_meanwhile(
+    app: TurnbackApp, story: Story, project: Path, home: Path
+) -> None:
+    sid = story.session.id
+    harness = subprocess.Popen(["sleep", "60"])  # the process that holds the turn, as a harness's would
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await command(pilot, "/rollback 1")
+            assert app.query_one("#confirm").has_class("shown")
+            begun = run_cli(home, "turn", "begin", "--session", sid, "--message", "busy", "--pid", str(harness.pid))
+            assert begun.rc == 0, begun.err
+            await pilot.pause(1.0)
+            assert shown(app, "#busy") == f"running: turn 4 (held by process {harness.pid})"
+            wrote = run_cli(home, "write", "--session", sid, "late.txt", cwd=project, stdin=b"late\n")
+            assert wrote.rc == 0, wrote.err
+            await pilot.pause(1.0)  # the call another process recorded shows within a second
+            await pilot.press("home")  # the newest turn: 4
+            await pilot.pause()
+            calls = [str(option.prompt) for option in app.query_one("#calls", OptionList).options]
+            assert len(calls) == 1 and calls[0].endswith("  write late.txt  +1 -0"), calls
+            during = tree_state(project)
+            await pilot.click("#yes")  # the preview's button, under it still
+            await pilot.pause()
+            refused = run_cli(home, "rollback", "1", "--session", sid, "--confirm", cwd=project)
+            assert (refused.rc, refused.err.splitlines()) == (3, ["turnback: " + output(app)[0]])
+            assert tree_state(project) == during  # nothing changed
+    finally:
+        harness.kill()
+        harness.wait()
+
+
+async def test_the_tree_marks_the_head_an_abandoned_branch_and_an_undone_turn(app: TurnbackApp, story: Story) -> None:
+    t1, t2, t3 = (short_id(turn) for turn in story.turns)
+
+    def tree() -> list[str]:
+        return [str(option.prompt) for option in app.query_one("#tree", OptionList).options]
+
+    async with app.run_test(size=SIZE) as pilot:
+        await command(pilot, "/rollback 2 confirm")
+        t4 = short_id(lib_turn(app.engine, story.session.id, "a new branch", ("write", "x.txt", b"x\n")).id)
+        await pilot.pause(0.5)  # the live view redraws
+        await command(pilot, "/undo confirm")
+        assert tree() == [
+            f"* turn 4  {t4}  a new branch  [head, undone]",
+            f"| * turn 3  {t3}  drop the guide  [abandoned, undone]",
+            "|/",
+            f"* turn 2  {t2}  say goodbye too",
+            f"* turn 1  {t1}  add a greeting",
+        ]
+
+
+async def test_a_click_on_a_node_previews_rolling_back_to_it_as_enter_does(
+    app: TurnbackApp, story: Story, project: Path
+) -> None:
+    async with app.run_test(size=SIZE) as pilot:
+        tree = app.query_one("#tree", OptionList)
+        row = next(y for y in range(tree.size.height) if "turn 1 " in tree.render_line(y).text)
+        border = tree.content_region.y - tree.region.y  # render_line counts from inside it, a click from outside
+        assert await pilot.click("#tree", offset=(4, border + row))
+        await pilot.pause()
+        assert output(app)[0] == f"roll back to turn 1 ({short_id(story.turns[0])})"
+        assert tree_state(project) == story.states[3]
