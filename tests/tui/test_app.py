@@ -49,6 +49,13 @@ def cli_turn_elsewhere(home: Path, project: Path, session: str, path: str, data:
         assert done.rc == 0, done.err
 
 
+def cli_preview(home: Path, project: Path, *args: str) -> list[str]:
+    """The lines the CLI's preview of *args* prints (on a pipe it asks nothing: exit 1, nothing changed)."""
+    done = run_cli(home, *args, cwd=project)
+    assert done.rc == 1 and "nothing changed" in done.err, done.err
+    return done.out.splitlines()
+
+
 async def test_history_a_node_its_preview_then_rollback_confirm(app: TurnbackApp, story: Story, project: Path) -> None:
     _, t2, t3 = story.turns
     async with app.run_test(size=SIZE) as pilot:
@@ -132,7 +139,7 @@ async def test_a_turn_recorded_elsewhere_shows_within_a_second(
 
 
 async def test_a_conflicting_revert_changes_nothing_then_anyway_restores_over_what_it_showed(
-    app: TurnbackApp, story: Story, project: Path
+    app: TurnbackApp, story: Story, project: Path, home: Path
 ) -> None:
     [edit] = app.engine.log(story.session.id)[1].calls
     (project / "README.md").write_bytes(b"# project\n\nhello\ngoodbye\nmine\n")  # the user's own edit, since
@@ -154,6 +161,7 @@ async def test_a_conflicting_revert_changes_nothing_then_anyway_restores_over_wh
         assert tree_state(project) == mine
 
         await command(pilot, f"/revert {short_id(edit.id)} --anyway")
+        assert output(app) == cli_preview(home, project, "revert", short_id(edit.id), "--anyway")
         assert tree_state(project) == mine
         assert shown(app, "#prompt") == (
             f"Restore Anyway? y = yes, n = no  (or type /revert {short_id(edit.id)} --anyway confirm)"
@@ -368,13 +376,6 @@ async def test_each_call_of_the_node_shows_its_state_and_its_counts_in_one_colum
             f"{short_id(delete.id)}  delete docs/guide.md         +0 -1",
             f"{short_id(write.id)}  write notes.txt  (Reverted)  +1 -0",
         ]
-
-
-def cli_preview(home: Path, project: Path, *args: str) -> list[str]:
-    """The lines the CLI's preview of *args* prints (on a pipe it asks nothing: exit 1, nothing changed)."""
-    done = run_cli(home, *args, cwd=project)
-    assert done.rc == 1 and "nothing changed" in done.err, done.err
-    return done.out.splitlines()
 
 
 async def test_u_undoes_the_selected_turn_and_undo_from_n_shows_the_clis_rows(
