@@ -245,6 +245,19 @@ def test_turnback_tui_needs_a_session_and_a_terminal(cli, engine, project: Path)
     )
 
 
+def test_turnback_tui_without_the_tui_extra_says_how_to_install_it(
+    cli, engine, home: Path, project: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
+    session = engine.new_session(str(project), title="t")
+    hide = tmp_path / "no-textual"  # a Python whose Textual cannot be imported, as without the extra
+    hide.mkdir()
+    (hide / "sitecustomize.py").write_text("import sys\nsys.modules['textual'] = None\n")
+    src = Path(turnback.__file__).parents[1]
+    done = run_cli(home, "tui", "--session", session.id, cwd=project, env={"PYTHONPATH": f"{hide}:{src}"})
+    assert (done.rc, done.out) == (2, "")
+    assert done.err == "turnback: turnback tui needs the tui extra (Textual): pip install 'turnback[tui]'\n"
+
+
 async def test_sessions_switches_and_a_turn_of_another_session_is_refused(
     app: TurnbackApp, story: Story, project: Path
 ) -> None:
