@@ -491,3 +491,20 @@ async def test_a_click_on_a_node_previews_rolling_back_to_it_as_enter_does(
         await pilot.pause()
         assert output(app)[0] == f"roll back to turn 1 ({short_id(story.turns[0])})"
         assert tree_state(project) == story.states[3]
+
+
+async def test_a_call_that_changed_no_line_shows_no_counts(fixed_engine: turnback.Engine, story: Story) -> None:
+    steps = (
+        ("write", "notes.txt", b"one\nthree\n"),
+        ("write", "logo.png", b"\x89PNG\x00\x01"),
+        ("write", "b.txt", b"b\n"),
+    )
+    turn = lib_turn(fixed_engine, story.session.id, "same bytes, a binary file, a line", *steps)
+    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert [str(option.prompt) for option in app.query_one("#calls", OptionList).options] == [
+            f"{short_id(turn.calls[0].id)}  write notes.txt",
+            f"{short_id(turn.calls[1].id)}  write logo.png",
+            f"{short_id(turn.calls[2].id)}  write b.txt      +1 -0",
+        ]

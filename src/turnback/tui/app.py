@@ -51,16 +51,15 @@ def patch(lines: Sequence[str], *, color: bool) -> Text:
 
 def call_rows(turn: Turn, load: text.Load) -> list[str]:
     """Each call of *turn* as ``log`` shows it (with what became of it), then its +/- counts (the page's
-    ``call_block_data``), the counts in one column by display width; a call that changed no file has none."""
+    ``call_block_data``), the counts in one column by display width. A call that changed no line (no file, a
+    folder, a mode, a binary file, the same bytes again) has none: "+0 -0" would say it changed nothing."""
     titles = [text.call_row(turn, call) for call in turn.calls]
     width = max(map(display_width, titles), default=0)
     rows = []
     for title, call in zip(titles, turn.calls, strict=True):
-        if not call.changes:
-            rows.append(title)
-            continue
-        block = data.call_block_data(call, turn, load, data.change_items(call))
-        rows.append(f"{pad(title, width)}  +{block['added']} -{block['removed']}")
+        block = data.call_block_data(call, turn, load, data.change_items(call)) if call.changes else {}
+        counted = block.get("added") or block.get("removed")
+        rows.append(f"{pad(title, width)}  +{block['added']} -{block['removed']}" if counted else title)
     return rows
 
 
