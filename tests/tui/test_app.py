@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from tests.conftest import Result, run_cli, tree_state
 from tests.history.helpers import lib_turn
 from tests.tui.conftest import SIZE, Story
 from turnback import short_id
+from turnback.render.terminal import display_width
 from turnback.tui.app import TurnbackApp
+from turnback.tui.commands import HELP
 
 pytestmark = pytest.mark.anyio  # the app runs in an event loop (anyio's plugin, which mcp brings, drives it)
 
@@ -24,6 +27,15 @@ pytestmark = pytest.mark.anyio  # the app runs in an event loop (anyio's plugin,
 def shown(app: TurnbackApp, selector: str) -> str:
     """What a part of the screen says, as plain text."""
     return str(app.query_one(selector, Static).content)
+
+
+def screen_lines(app: TurnbackApp, selector: str) -> list[str]:
+    """The lines a part of the screen shows, as drawn (wrapped to its width), without trailing blanks."""
+    widget = app.query_one(selector)
+    lines = [widget.render_line(y).text.rstrip() for y in range(widget.size.height)]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
 
 
 def output(app: TurnbackApp) -> list[str]:
@@ -367,7 +379,7 @@ async def test_slash_in_the_session_list_leaves_it_for_the_command_line(app: Tur
         assert isinstance(app.screen.query_one("#sessions"), OptionList)
         await command(pilot, "/help")  # typed in the list: "/" leaves it, the rest is the command
         assert not app.screen.query("#sessions")
-        assert output(app)[0].startswith("commands (Tab completes")
+        assert screen_lines(app, "#output")[0].startswith("commands (Tab completes")
 
 
 async def test_each_call_of_the_node_shows_its_state_and_its_counts_in_one_column(
@@ -508,3 +520,16 @@ async def test_a_call_that_changed_no_line_shows_no_counts(fixed_engine: turnbac
             f"{short_id(turn.calls[1].id)}  write logo.png",
             f"{short_id(turn.calls[2].id)}  write b.txt      +1 -0",
         ]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh-CN", "ja"])
+async def test_help_aligns_what_each_command_does_by_display_width(
+    fixed_engine: turnback.Engine, story: Story, lang: str
+) -> None:
+    app = TurnbackApp(fixed_engine, story.session, lang=lang)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await command(pilot, "/help")
+        rows = [re.match(r"  (\S.*?) {2,}(?=\S)", line) for line in screen_lines(app, "#output")[1:]]
+        columns = {display_width(row.group(0)) for row in rows if row is not None}
+        assert len([row for row in rows if row is not None]) >= len(HELP)
+        assert len(columns) == 1, columns  # every description starts in the same column, wrapped lines too

@@ -12,6 +12,9 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
@@ -61,6 +64,19 @@ def call_rows(turn: Turn, load: text.Load) -> list[str]:
         counted = block.get("added") or block.get("removed")
         rows.append(f"{pad(title, width)}  +{block['added']} -{block['removed']}" if counted else title)
     return rows
+
+
+def help_view(title: str, rows: Sequence[tuple[str, str]]) -> Group:
+    """``/help``: each command and what it does, in two columns that Rich aligns by display width (a CJK
+    character takes two) and wraps each within its own column on a narrow screen."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column()
+    table.add_column(ratio=1)
+    for usage, does in rows:
+        description = plain([does])
+        description.overflow = "fold"  # a CJK sentence is one word to Rich: folded at the column's edge, not cut
+        table.add_row(plain([usage]), description)
+    return Group(plain([title]), Padding(table, (0, 0, 0, 2)))
 
 
 class Rows(OptionList):
@@ -379,7 +395,7 @@ class TurnbackApp(App[int]):
             self.query_one(name).display = not output
         self.query_one("#output").display = output
 
-    def show_output(self, body: Text, *, refused: bool = False) -> None:
+    def show_output(self, body: RenderableType, *, refused: bool = False) -> None:
         """What a command printed, in place of the node (``/history`` or a move in the tree brings it back)."""
         self._show(output=True)
         output = self.query_one("#output", Static)
@@ -454,9 +470,9 @@ class TurnbackApp(App[int]):
                 self.show_output(plain([say("tui_language", lang=self.lang)]))
         elif name == "help":
             with self.worded():
-                lines = [say("tui_help_title")]
-                lines += [f"  {usage}  {word(does)}" for usage, does in HELP.values()]
-            self.show_output(plain(lines))
+                self.show_output(
+                    help_view(say("tui_help_title"), [(usage, word(does)) for usage, does in HELP.values()])
+                )
         elif name in ("diff", "files", "status"):
             with self.worded():
                 self.show_output(self._look(command))
