@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -258,8 +259,8 @@ def test_turnback_tui_needs_a_session_and_a_terminal(cli, engine, project: Path)
 
 
 def test_turnback_tui_without_the_tui_extra_says_how_to_install_it(
-    cli, engine, home: Path, project: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    engine: turnback.Engine, home: Path, project: Path, tmp_path: Path
+) -> None:
     session = engine.new_session(str(project), title="t")
     hide = tmp_path / "no-textual"  # a Python whose Textual cannot be imported, as without the extra
     hide.mkdir()
@@ -357,8 +358,8 @@ async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
 
 
 async def test_a_session_with_no_turns_yet_shows_each_refusal_as_the_cli_words_it(
-    cli, fixed_engine: turnback.Engine, project: Path
-) -> None:  # type: ignore[no-untyped-def]
+    cli: Callable[..., Result], fixed_engine: turnback.Engine, project: Path
+) -> None:
     empty = fixed_engine.new_session(str(project), title="empty")
     app = TurnbackApp(fixed_engine, empty, lang="en")
     async with app.run_test(size=SIZE) as pilot:
