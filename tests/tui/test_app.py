@@ -327,7 +327,16 @@ async def test_an_ignored_file_is_listed_but_its_contents_never_shown(
         screens.append(shown(app, "#output"))
         await command(pilot, "/undo")
         screens.append(shown(app, "#output"))
+        await command(pilot, "/rollback 3 --diff")
+        screens.append(shown(app, "#output"))
+        await command(pilot, "/rollback 3")
+        screens.append(shown(app, "#output"))
+        await command(pilot, "/history")
+        await pilot.press("r")  # the selected call: the one that wrote secret.env
+        await pilot.pause()
+        screens.append(shown(app, "#output"))
     assert all("hunter2" not in screen for screen in screens), screens
+    assert all("secret.env" in screen for screen in screens[2:]), screens  # named, its contents not shown
     assert screens[1].splitlines() == ["new secret.env (ignored by .gitignore: contents not shown)"]
 
 
