@@ -354,6 +354,19 @@ async def test_diffs_are_coloured_unless_no_color(
         diff = app.query_one("#diff", Static).content
         assert isinstance(diff, Text) and "-no final newline" in diff.plain
         assert bool(diff.spans) is not no_color
+        assert bool(screen_hues(app)) is not no_color  # NO_COLOR: the whole screen in shades of grey
+
+
+def screen_hues(app: TurnbackApp) -> set[str]:
+    """The colours the screen shows (its screenshot's backgrounds and visible text) that are not a grey."""
+    svg = app.export_screenshot()
+    screen = re.split(r'clip-path="url\(#terminal-[\w-]*clip-terminal\)">', svg, maxsplit=1)[1]  # not the frame
+    fill = dict(re.findall(r"\.terminal-[\w-]*?(r\d+) \{ fill: #([0-9a-f]{6})", svg))
+    texts = re.findall(r'<text class="terminal-[\w-]*?(r\d+)"[^>]*>([^<]*)</text>', screen)
+    colours = {fill[style] for style, shown in texts if shown.strip()}
+    colours |= set(re.findall(r'<rect fill="#([0-9a-f]{6})"', screen))
+    assert colours, "no colour found in the screenshot"
+    return {colour for colour in colours if len({colour[0:2], colour[2:4], colour[4:6]}) > 1}
 
 
 async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
