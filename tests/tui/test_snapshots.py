@@ -50,6 +50,13 @@ def test_a_rollback_preview_with_its_confirm_bar(
 
 
 @pytest.mark.parametrize("lang", LANGS)
+def test_the_history_tree_and_the_selected_node_in_an_80_by_24_terminal(
+    snap_compare: Compare, fixed_engine: turnback.Engine, story: Story, lang: str
+) -> None:
+    assert snap_compare(_app(fixed_engine, story, lang), press=["down"], terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("lang", LANGS)
 def test_help_in_an_80_by_24_terminal(
     snap_compare: Compare, fixed_engine: turnback.Engine, story: Story, lang: str
 ) -> None:

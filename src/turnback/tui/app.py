@@ -29,7 +29,7 @@ import turnback
 from turnback import Call, Engine, Plan, Session, Turn, short_id
 from turnback.catalog import Message, language, say, word
 from turnback.render import data, text, views
-from turnback.render.terminal import display_width, escape_line, pad
+from turnback.render.terminal import display_width, escape_line
 from turnback.tui.commands import COMPLETIONS, HELP, Command, CommandError, confirms, parse
 
 ROLLBACK = "rollback"
@@ -52,17 +52,27 @@ def patch(lines: Sequence[str], *, color: bool) -> Text:
     return Text.from_ansi("\n".join(views.colorize(lines))) if color else plain(lines)
 
 
-def call_rows(turn: Turn, load: text.Load) -> list[str]:
+def call_rows(turn: Turn, load: text.Load) -> list[Table | Text]:
     """Each call of *turn* as ``log`` shows it (with what became of it), then its +/- counts (the page's
-    ``call_block_data``), the counts in one column by display width. A call that changed no line (no file, a
-    folder, a mode, a binary file, the same bytes again) has none: "+0 -0" would say it changed nothing."""
-    titles = [text.call_row(turn, call) for call in turn.calls]
-    width = max(map(display_width, titles), default=0)
-    rows = []
-    for title, call in zip(titles, turn.calls, strict=True):
+    ``call_block_data``) in a column of their own at the right, which a narrow screen never splits (the title
+    wraps instead). A call that changed no line (no file, a folder, a mode, a binary file, the same bytes
+    again) has none, and its title the whole width: "+0 -0" would say it changed nothing."""
+    counts = []
+    for call in turn.calls:
         block = data.call_block_data(call, turn, load, data.change_items(call)) if call.changes else {}
         counted = block.get("added") or block.get("removed")
-        rows.append(f"{pad(title, width)}  +{block['added']} -{block['removed']}" if counted else title)
+        counts.append(f"+{block['added']} -{block['removed']}" if counted else "")
+    width = max(map(display_width, counts), default=0)
+    rows: list[Table | Text] = []
+    for call, shown in zip(turn.calls, counts, strict=True):
+        if not shown:
+            rows.append(plain([text.call_row(turn, call)]))
+            continue
+        row = Table.grid(padding=(0, 2), expand=True)
+        row.add_column(ratio=1)
+        row.add_column(no_wrap=True, width=width)
+        row.add_row(plain([text.call_row(turn, call)]), plain([shown]))
+        rows.append(row)
     return rows
 
 
@@ -347,7 +357,7 @@ class TurnbackApp(App[int]):
                 lines.append(say("tui_no_calls"))
             rows = call_rows(turn, self.engine.load)
         self.query_one("#node", Static).update(plain(lines))
-        calls.add_options([Option(plain([row]), id=call.id) for row, call in zip(rows, turn.calls, strict=True)])
+        calls.add_options([Option(row, id=call.id) for row, call in zip(rows, turn.calls, strict=True)])
         if turn.calls:
             calls.highlighted = 0
         self.show_call()
