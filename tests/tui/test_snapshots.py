@@ -8,6 +8,7 @@ at the SVGs before committing them.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -49,7 +50,32 @@ def test_a_rollback_preview_with_its_confirm_bar(
 
 
 @pytest.mark.parametrize("lang", LANGS)
+def test_the_history_tree_and_the_selected_node_in_an_80_by_24_terminal(
+    snap_compare: Compare, fixed_engine: turnback.Engine, story: Story, lang: str
+) -> None:
+    assert snap_compare(_app(fixed_engine, story, lang), press=["down"], terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize("lang", LANGS)
 def test_help_in_an_80_by_24_terminal(
     snap_compare: Compare, fixed_engine: turnback.Engine, story: Story, lang: str
 ) -> None:
     assert snap_compare(_app(fixed_engine, story, lang), run_before=_typing("/help"), terminal_size=(80, 24))
+
+
+@pytest.mark.parametrize(
+    ("screenshot", "snapshot"),
+    [
+        ("history.svg", "test_the_history_tree_and_the_selected_node[en].svg"),
+        ("rollback-preview.svg", "test_a_rollback_preview_with_its_confirm_bar[en].svg"),
+    ],
+)
+def test_the_readmes_screenshots_are_the_english_snapshots(screenshot: str, snapshot: str) -> None:
+    """README.md shows docs/tui/*.svg: copies of the snapshots above, so a change to what the TUI draws that
+    updates a snapshot fails here until the screenshot is copied too (and the README stays true)."""
+    root = Path(__file__).parents[2]
+    shown = (root / "docs" / "tui" / screenshot).read_bytes()
+    assert shown == (Path(__file__).parent / "__snapshots__" / "test_snapshots" / snapshot).read_bytes(), (
+        f"cp 'tests/tui/__snapshots__/test_snapshots/{snapshot}' docs/tui/{screenshot}"
+    )
+    assert f"(docs/tui/{screenshot})" in (root / "README.md").read_text(encoding="utf-8")

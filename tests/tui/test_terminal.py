@@ -71,6 +71,14 @@ class Terminal:
         listed = subprocess.run(["ps", "-o", "pid,stat,etime,args", "--ppid", pane, "-p", pane], capture_output=True)
         return listed.stdout.decode(errors="replace")
 
+    def exit_status(self, exit_file: Path, typed: str) -> str:
+        """The exit status the pane's shell wrote (see :meth:`start`) once the TUI ended on *typed*."""
+        deadline = time.monotonic() + 20
+        while not exit_file.exists() or not exit_file.read_text():
+            assert time.monotonic() < deadline, f"turnback tui did not end on {typed}:\n{self.processes()}"
+            time.sleep(0.1)
+        return exit_file.read_text()
+
     def kill(self) -> None:
         subprocess.run([*self.base, "kill-server"], capture_output=True, timeout=30)
 
@@ -113,8 +121,18 @@ def test_history_then_rollback_confirm_in_a_real_terminal(cli, home: Path, proje
     assert log_json(cli, sid)["head"] == log_json(cli, sid)["turns"][0]["id"]
 
     terminal.tmux("send-keys", "-t", "tb", "q")
-    deadline = time.monotonic() + 20
-    while not exit_file.exists() or not exit_file.read_text():
-        assert time.monotonic() < deadline, f"turnback tui did not end on q:\n{terminal.processes()}"
-        time.sleep(0.1)
-    assert exit_file.read_text() == "0\n", terminal.screen()
+    assert terminal.exit_status(exit_file, "q") == "0\n", terminal.screen()
+
+
+def test_lang_picks_the_language_of_every_label_in_a_real_terminal(  # type: ignore[no-untyped-def]
+    cli, home: Path, project: Path, terminal: Terminal
+) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "one", ("write", "README.md", b"one\n"))
+    env = cli_env(home, {"TERM": "xterm-256color", "COLUMNS": "100", "LINES": "30"})
+    exit_file = home / "tui-exit-status"
+    terminal.start([sys.executable, "-m", "turnback", "tui", "--lang", "ja"], env, project, exit_file)
+    shown = terminal.wait_for(lambda shown: "ターン 1" in shown, "the history tree in Japanese")
+    assert "r 元に戻す" in shown.splitlines()[-1]  # the key help line
+    terminal.type("/quit")
+    assert terminal.exit_status(exit_file, "/quit") == "0\n", terminal.screen()

@@ -12,6 +12,9 @@ import contextlib
 from collections.abc import Iterator, Sequence
 from typing import ClassVar, NamedTuple
 
+from rich.console import Group, RenderableType
+from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text
 from textual import events, on
 from textual.app import App, ComposeResult
@@ -25,8 +28,8 @@ from textual.widgets.option_list import Option
 import turnback
 from turnback import Call, Engine, Plan, Session, Turn, short_id
 from turnback.catalog import Message, language, say, word
-from turnback.render import text, views
-from turnback.render.terminal import escape_line
+from turnback.render import data, text, views
+from turnback.render.terminal import display_width, escape_line
 from turnback.tui.commands import COMPLETIONS, HELP, Command, CommandError, confirms, parse
 
 ROLLBACK = "rollback"
@@ -47,6 +50,43 @@ def plain(lines: Sequence[str]) -> Text:
 def patch(lines: Sequence[str], *, color: bool) -> Text:
     """A diff, coloured as the CLI colours it (``views.colorize``), or plain with ``NO_COLOR``."""
     return Text.from_ansi("\n".join(views.colorize(lines))) if color else plain(lines)
+
+
+def call_rows(turn: Turn, load: text.Load) -> list[Table | Text]:
+    """Each call of *turn* as ``log`` shows it (with what became of it), then its +/- counts (the page's
+    ``call_block_data``) in a column of their own at the right, which a narrow screen never splits (the title
+    wraps instead). A call that changed no line (no file, a folder, a mode, a binary file, the same bytes
+    again) has none, and its title the whole width: "+0 -0" would say it changed nothing."""
+    counts = []
+    for call in turn.calls:
+        block = data.call_block_data(call, turn, load, data.change_items(call)) if call.changes else {}
+        counted = block.get("added") or block.get("removed")
+        counts.append(f"+{block['added']} -{block['removed']}" if counted else "")
+    width = max(map(display_width, counts), default=0)
+    rows: list[Table | Text] = []
+    for call, shown in zip(turn.calls, counts, strict=True):
+        if not shown:
+            rows.append(plain([text.call_row(turn, call)]))
+            continue
+        row = Table.grid(padding=(0, 2), expand=True)
+        row.add_column(ratio=1)
+        row.add_column(no_wrap=True, width=width)
+        row.add_row(plain([text.call_row(turn, call)]), plain([shown]))
+        rows.append(row)
+    return rows
+
+
+def help_view(title: str, rows: Sequence[tuple[str, str]]) -> Group:
+    """``/help``: each command and what it does, in two columns that Rich aligns by display width (a CJK
+    character takes two) and wraps each within its own column on a narrow screen."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column()
+    table.add_column(ratio=1)
+    for usage, does in rows:
+        description = plain([does])
+        description.overflow = "fold"  # a CJK sentence is one word to Rich: folded at the column's edge, not cut
+        table.add_row(plain([usage]), description)
+    return Group(plain([title]), Padding(table, (0, 0, 0, 2)))
 
 
 class Rows(OptionList):
@@ -277,7 +317,7 @@ class TurnbackApp(App[int]):
                 tree.highlighted = tree.get_option_index(selected if selected in ids else session.head or ids[0])
         self.query_one("#busy", Static).update(plain(busy))
         self.query_one("#busy").display = bool(busy)
-        if not ids or not self._showing_output:
+        if not self._showing_output:  # what a command printed stays, on a session with no turns too
             self.show_node()
 
     def selected_turn(self) -> Turn | None:
@@ -315,9 +355,9 @@ class TurnbackApp(App[int]):
             lines.extend(text.change_rows(turn, self.engine.load, self.engine.overlap_notes))
             if not turn.calls:
                 lines.append(say("tui_no_calls"))
-            rows = [text.call_row(turn, call) for call in turn.calls]
+            rows = call_rows(turn, self.engine.load)
         self.query_one("#node", Static).update(plain(lines))
-        calls.add_options([Option(plain([row]), id=call.id) for row, call in zip(rows, turn.calls, strict=True)])
+        calls.add_options([Option(row, id=call.id) for row, call in zip(rows, turn.calls, strict=True)])
         if turn.calls:
             calls.highlighted = 0
         self.show_call()
@@ -365,7 +405,7 @@ class TurnbackApp(App[int]):
             self.query_one(name).display = not output
         self.query_one("#output").display = output
 
-    def show_output(self, body: Text, *, refused: bool = False) -> None:
+    def show_output(self, body: RenderableType, *, refused: bool = False) -> None:
         """What a command printed, in place of the node (``/history`` or a move in the tree brings it back)."""
         self._show(output=True)
         output = self.query_one("#output", Static)
@@ -440,9 +480,9 @@ class TurnbackApp(App[int]):
                 self.show_output(plain([say("tui_language", lang=self.lang)]))
         elif name == "help":
             with self.worded():
-                lines = [say("tui_help_title")]
-                lines += [f"  {usage}  {word(does)}" for usage, does in HELP.values()]
-            self.show_output(plain(lines))
+                self.show_output(
+                    help_view(say("tui_help_title"), [(usage, word(does)) for usage, does in HELP.values()])
+                )
         elif name in ("diff", "files", "status"):
             with self.worded():
                 self.show_output(self._look(command))
@@ -527,6 +567,8 @@ class TurnbackApp(App[int]):
     # -- keys ----------------------------------------------------------------------------------------------------
 
     def action_command_line(self) -> None:
+        if isinstance(self.screen, SessionPicker):
+            self.screen.dismiss(None)  # "/" leaves the session list for the command line, as it does anywhere
         command_line = self.query_one(CommandLine)
         # At once, not after the keys already typed (as Widget.focus would): typed fast, "/history" would
         # otherwise reach the tree as the keys r (revert) and y (confirm).
