@@ -284,6 +284,11 @@ def test_sessions_is_the_cli_sessions_json_and_project_narrows_it(
     assert [s["id"] for s in narrowed["sessions"]] == [project.session]
 
 
+def test_a_project_with_a_nul_is_400_not_a_bug(served: Served, project: Project) -> None:
+    reply = served.get(f"{API}/sessions?project={project.root}%00x")
+    assert (reply.status, reply.code) == (400, "path_has_nul")
+
+
 def _without(data: Any, extra: dict[str, set[str]]) -> Any:
     """*data* with the page's extra keys of each kind of object taken out (what the CLI's object has)."""
     if isinstance(data, dict):
