@@ -553,6 +553,19 @@ def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
+def test_the_dialogs_word_each_rows_action_in_the_chosen_language(page: Page, project: Project) -> None:
+    page.get_by_label("Language").select_option("ja")
+    expect(page.locator("html")).to_have_attribute("lang", "ja")
+    page.locator('[data-turn="1"]').get_by_role("button", name="ターン 1 までロールバック", exact=True).click()
+    expect(dialog(page).locator(".row-action")).to_have_text(["復元"])
+    page.keyboard.press("Escape")
+    block(page, project.calls[1]).locator(".revert-icon").click()
+    expect(dialog(page).locator(".row-action")).to_have_text(["ゴミ箱へ"])
+    page.keyboard.press("Escape")
+    assert (project.root / "b.txt").read_bytes() == b"BEE\n"
+    assert (project.root / "new.txt").exists()
+
+
 def test_the_default_language_comes_from_the_browser(served: Served, project: Project, tmp_path: Path) -> None:
     with chromium(tmp_path / "japanese", locale="ja-JP") as context:
         japanese = context.new_page()

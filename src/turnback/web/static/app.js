@@ -487,6 +487,16 @@ function laterCall(row) {
   return null;
 }
 
+// A plan row's action (its code in the plan) as the CLI's preview words it.
+const ACTION_WORDS = {
+  restore: "action_restore",
+  trash: "action_trash",
+  skip: "action_skip",
+  "not covered": "action_not_covered",
+  mark: "action_mark",
+  ref: "action_ref",
+};
+
 /** The plan's rows: action, path, its +/- lines (a rollback's `files`), why, and the diff it writes back. */
 function planRows(plan, host, call) {
   const rows = element("div", { class: "plan-rows" });
@@ -499,7 +509,7 @@ function planRows(plan, host, call) {
       element(
         "p",
         {},
-        element("span", { class: "row-action" }, row.action),
+        element("span", { class: "row-action" }, ACTION_WORDS[row.action] ? t(ACTION_WORDS[row.action]) : row.action),
         " ",
         element("code", {}, row.path),
         lines
