@@ -435,8 +435,9 @@ def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page: Page, pro
 
 def test_edit_and_resend_cancel_changes_nothing(page: Page, project: Project) -> None:
     asked = _resend(page, 1)
-    expect(asked).to_contain_text("a.txt")
-    expect(asked).to_contain_text("new.txt")
+    expect(asked.locator(".resend-files li")).to_have_text(
+        ["a.txt calls: 1 +1 −1", "new.txt calls: 1 +0 −1", "b.txt calls: 1 +1 −1"]
+    )
     expect(asked.get_by_role("button", name="Send Anyway", exact=True)).to_have_count(0)
     asked.get_by_role("button", name="Cancel", exact=True).click()
     expect(page.get_by_role("dialog")).to_have_count(0)

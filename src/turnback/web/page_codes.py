@@ -83,6 +83,7 @@ PAGE_CODES: tuple[str, ...] = (
     "web_turns_leave",
     "web_redo_asks",
     "web_resend_asks",
+    "web_file_calls",
     "web_stays_as_is",
     "web_disconnected",
     "web_busy",

@@ -652,6 +652,8 @@ async function resend(turn) {
         {},
         element("code", {}, file.path),
         " ",
+        t("web_file_calls", { count: file.calls }),
+        " ",
         t("web_added_removed", { added: file.added, removed: file.removed }),
       ),
     );
