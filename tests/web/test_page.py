@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 import turnback
 from tests.conftest import ROOT, TEST_KEY, run_cli
 from tests.web.serving import Served, serve
+from turnback.catalog import Message, word
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -574,6 +575,15 @@ def test_the_default_language_comes_from_the_browser(served: Served, project: Pr
         expect(block(japanese, project.calls[0]).locator(".state")).to_have_text("適用済み")
         expect(japanese.locator("html")).to_have_attribute("lang", "ja")
         expect(japanese.get_by_role("button", name="元に戻す", exact=True).first).to_be_attached()
+
+
+def test_the_page_opened_without_the_token_says_what_to_open_in_the_browsers_language(
+    served: Served, tmp_path: Path
+) -> None:
+    with chromium(tmp_path / "no-token", locale="zh-CN") as context:
+        opened = context.new_page()
+        opened.goto(served.origin + "/")
+        expect(opened.get_by_role("alert")).to_have_text(word(Message("serve_token_missing"), "zh-CN"))
 
 
 def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:

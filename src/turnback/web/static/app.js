@@ -720,14 +720,10 @@ function fromHash() {
 }
 
 async function start() {
-  if (!(await loadWords())) {
-    $("session").replaceChildren(
-      element(
-        "p",
-        { class: "notice alert", role: "alert" },
-        "Open the address turnback serve printed (with its token).",
-      ),
-    );
+  const words = await loadWords();
+  if (!words.ok) {
+    // Opened without the token address (no cookie): the server's refusal says what to open, in the browser's language.
+    $("session").replaceChildren(element("p", { class: "notice alert", role: "alert" }, errorText(words)));
     return;
   }
   const select = $("language");
