@@ -253,6 +253,58 @@ def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, proj
     expect(cut.locator(".tool")).to_have_text("Write file")
 
 
+def _wait_for_jobs_to_end(project: Project) -> None:
+    deadline = time.monotonic() + 30
+    while "running" in project.cli("jobs", "--session", project.session):
+        assert time.monotonic() < deadline, "the background job never ended"
+        time.sleep(0.2)
+
+
+def test_blocks_of_a_denied_call_a_shell_command_and_a_background_job_with_their_states_and_counts(
+    page: Page, project: Project
+) -> None:
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        engine.begin_turn(project.session, "try a write")
+        denied = engine.begin_call(project.session, "Write", {"file_path": "x.txt"}, cwd=str(project.root))
+        denied.end(failed=Message("call_denied_because", why="the user said no"))  # as hooks/claude.py does
+        engine.end_turn(project.session)
+    project.cli("config", "set", "snapshot.exclude", "*.log")
+    project.cli("turn", "begin", "--session", project.session, "--message", "commands")
+    project.cli("exec", "--session", project.session, "--", "sh", "-c", "echo log > run.log; echo more >> b.txt")
+    project.cli("exec", "--session", project.session, "--background", "--", "sh", "-c", "echo job > job.txt")
+    _wait_for_jobs_to_end(project)
+    project.cli("turn", "end", "--session", project.session)
+    expect(block(page, denied.id).locator(".state")).to_have_text("denied")
+    expect(block(page, denied.id).locator(".tool")).to_have_text("Write file")
+    command, job = page.locator('[data-turn="4"] [data-call-id]').all()
+    expect(command.locator(".tool")).to_have_text("Shell command")
+    expect(command.locator(".target")).to_have_text("sh -c 'echo log > run.log; echo more >> b.txt'")
+    expect(command.locator(".state")).to_have_text(["not covered"])
+    expect(command.locator(".counts")).to_have_text("+1 −0")  # b.txt's line; run.log has no copy to count
+    expect(job.locator(".tool")).to_have_text("Background job")
+    expect(job.locator(".target")).to_have_text("sh -c 'echo job > job.txt'")
+    expect(job.locator(".state")).to_have_text("applied")
+    expect(job.locator(".counts")).to_have_text("+1 −0")
+
+
+def test_a_call_whose_copies_the_cap_dropped_can_no_longer_be_reverted_and_names_its_files(
+    page: Page, project: Project
+) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "a command")
+    project.cli("exec", "--session", project.session, "--", "sh", "-c", "echo more >> b.txt")
+    project.cli("turn", "end", "--session", project.session)
+    project.cli("config", "set", "store.max_mib", "1")
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap: the oldest calls lose theirs
+        project.turn(f"big {number}", ("write", f"big{number}.bin", os.urandom(400_000).hex()[:400_000]))
+    first, command = block(page, project.calls[0]), page.locator('[data-turn="3"] [data-call-id]')
+    expect(first.locator(".state")).to_have_text("can no longer be reverted")
+    expect(first.locator(".revert-icon")).to_have_count(0)
+    expect(command.locator(".state")).to_have_text("can no longer be reverted")
+    expect(command.locator(".tool")).to_have_text("Shell command")
+    expect(command.locator(".target")).to_have_text("b.txt")  # its command went with its input
+    expect(page.locator('[data-turn="7"] .state')).to_have_text("applied")
+
+
 def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page: Page, project: Project) -> None:
     edit = block(page, project.calls[0])
     icon = edit.get_by_role("button", name="Revert", exact=True)

@@ -251,12 +251,14 @@ function toolName(call) {
   return t("web_tool_other", { tool: call.tool });
 }
 
-/** What the call acted on: its command or paths (the server's title without the tool word, else its paths). */
+/**
+ * What the call acted on: its command or paths (the server's title without the tool word; else, as for a command
+ * whose text went with its input under the store's cap, its paths).
+ */
 function targetOf(call) {
-  if (call.title) {
-    const space = call.title.indexOf(" ");
-    return space > 0 ? call.title.slice(space + 1) : call.title;
-  }
+  const space = (call.title ?? "").indexOf(" ");
+  const titled = (space > 0 ? call.title.slice(space + 1) : (call.title ?? "")).trim();
+  if (titled) return titled;
   return call.changes.map((change) => (change.from ? `${change.from} → ${change.path}` : change.path)).join(", ");
 }
 
