@@ -571,6 +571,40 @@ def test_423_while_a_turn_runs_naming_it_and_nothing_changes(served: Served, pro
         holder.wait()
 
 
+@pytest.mark.parametrize("holds", ["compaction", "approval waiting", "a background job"])
+def test_423_while_a_compaction_an_approval_or_a_job_runs_naming_it(
+    served: Served, project: Project, holds: str
+) -> None:
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        if holds == "a background job":
+            assert project.cli("turn", "begin", "--session", project.session).rc == 0
+            started = project.cli("--json", "exec", "--session", project.session, "--background", "--", "sleep", "60")
+            assert started.rc == 0, started.err
+            assert project.cli("turn", "end", "--session", project.session).rc == 0
+            code, named = "busy_job", "sleep 60"
+        else:
+            marked = project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), holds)
+            assert marked.rc == 0, marked.err
+            code, named = "busy_mark_held", holds
+        for path, body in (
+            (session_path(project, "/undo"), {"apply": False}),
+            (session_path(project, f"/calls/{project.calls[0]}/revert"), {"apply": False}),
+            (session_path(project, "/rollback"), {"node": 1}),
+        ):
+            reply = served.post(path, body)
+            assert (reply.status, reply.code) == (423, code), reply.json()
+            assert named in reply.json()["error"]["message"]
+        assert project.read("a.txt") == b"one\nTWO\nthree\n"
+        assert project.read("b.txt") == b"BEE\n"
+    finally:
+        holder.kill()
+        holder.wait()
+        for job in project.json("jobs", "--session", project.session)["jobs"]:
+            if job["status"] == "running":
+                assert project.cli("jobs", "--session", project.session, "stop", job["id"]).rc == 0
+
+
 def test_rollback_with_the_head_seen_then_a_stale_head_is_409(served: Served, project: Project) -> None:
     rollback = session_path(project, "/rollback")
     log = project.json("log", "--session", project.session)

@@ -532,16 +532,19 @@ def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page: Page, proj
         holder.wait()
 
 
-def test_buttons_are_disabled_with_the_reason_while_a_compaction_runs(page: Page, project: Project) -> None:
+@pytest.mark.parametrize("reason", ["compaction", "approval waiting"])
+def test_buttons_are_disabled_with_the_reason_while_a_compaction_or_an_approval_runs(
+    page: Page, project: Project, reason: str
+) -> None:
     holder = subprocess.Popen(["sleep", "60"])
     try:
-        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), "compaction")
+        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), reason)
         revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
         expect(revert).to_be_disabled()
-        expect(page.locator("#busy")).to_contain_text("compaction")
+        expect(page.locator("#busy")).to_contain_text(reason)
         rollback = page.get_by_role("button", name="Rollback to turn 1", exact=True)
         expect(rollback).to_be_disabled()
-        assert "compaction" in (rollback.get_attribute("title") or "")
+        assert reason in (rollback.get_attribute("title") or "")
         project.cli("busy", "end", "--session", project.session)
         expect(revert).to_be_enabled()
     finally:
