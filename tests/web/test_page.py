@@ -241,6 +241,20 @@ def test_a_binary_file_says_so_instead_of_a_diff(page: Page, project: Project) -
     expect(block(page, call).locator("pre.diff")).to_have_count(0)
 
 
+def test_a_file_too_large_to_diff_says_so_instead_of_a_diff(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "a big log")
+    text = b"a line of text\n" * (9 << 20 >> 4)  # 9 MiB: past the 8 MiB a diff is made of
+    wrote = run_cli(
+        project.home, "--json", "write", "--session", project.session, "big.txt", cwd=project.root, stdin=text
+    )
+    assert wrote.rc == 0, wrote.err
+    project.cli("turn", "end", "--session", project.session)
+    call = str(wrote.json()["call"]["id"])  # type: ignore[index]
+    block(page, call).locator(".call-toggle").click()
+    expect(block(page, call).locator(".binary")).to_contain_text("too large to show a diff")
+    expect(block(page, call).locator("pre.diff")).to_have_count(0)
+
+
 def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, project: Project) -> None:
     with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
         engine.begin_turn(project.session, "harness write")
@@ -507,6 +521,16 @@ def test_the_files_view_lists_each_file_with_its_state(page: Page, project: Proj
     expect(files.filter(has_text="b.txt")).to_contain_text("as of turn 2")
 
 
+def test_the_files_view_says_in_which_turn_a_file_was_deleted(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "tidy")
+    project.cli("rm", "--session", project.session, "a.txt")
+    project.cli("turn", "end", "--session", project.session)
+    page.wait_for_selector('[data-turn="3"]')
+    page.get_by_role("tab", name="Files").click()
+    expect(page.locator(".files li").filter(has_text="a.txt")).to_contain_text("deleted in turn 3")
+    assert not (project.root / "a.txt").exists()
+
+
 # -- live, busy, disconnected ----------------------------------------------------------------------------------------
 
 
@@ -514,6 +538,25 @@ def test_a_new_turn_appears_live_without_a_reload(page: Page, project: Project) 
     page.evaluate("window.notReloaded = true")
     project.turn("live one", ("write", "live.txt", "hello\n"))
     expect(page.locator('[data-turn="3"]')).to_contain_text("live one")
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_the_calls_of_a_running_turn_appear_live_one_by_one(page: Page, project: Project) -> None:
+    page.evaluate("window.notReloaded = true")
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        project.cli("turn", "begin", "--session", project.session, "--message", "live", "--pid", str(holder.pid))
+        expect(page.locator('[data-turn="3"]')).to_contain_text("running")
+        for number, name in enumerate(("one.txt", "two.txt"), start=1):
+            piped = run_cli(project.home, "write", "--session", project.session, name, cwd=project.root, stdin=b"x\n")
+            assert piped.rc == 0, piped.err
+            expect(page.locator('[data-turn="3"] [data-call-id]')).to_have_count(number)
+        expect(page.locator('[data-turn="3"] [data-call-id] .target')).to_have_text(["one.txt", "two.txt"])
+        project.cli("turn", "end", "--session", project.session)
+        expect(page.locator('[data-turn="3"]')).not_to_contain_text("running")
+    finally:
+        holder.kill()
+        holder.wait()
     assert page.evaluate("window.notReloaded") is True
 
 
@@ -646,6 +689,23 @@ def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360
     expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()
+
+
+def _luminance(css_color: str) -> float:
+    red, green, blue = (int(part) for part in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def test_the_page_follows_the_light_or_dark_scheme_of_the_system(page: Page, project: Project) -> None:
+    colors = "(e) => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color]"
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        _, text = block(page, project.calls[0]).locator(".target").evaluate(colors)
+        page_background, _ = page.locator("body").evaluate(colors)
+        backgrounds[scheme] = _luminance(page_background)
+        assert abs(_luminance(page_background) - _luminance(text)) > 0.5, (scheme, page_background, text)
+    assert backgrounds["light"] > 0.8 and backgrounds["dark"] < 0.2, backgrounds
 
 
 def test_screenshots_of_the_main_views(page: Page, project: Project, tmp_path: Path) -> None:
