@@ -5,6 +5,7 @@ without the plan that was shown, the refusals' statuses, and the bytes on disk a
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -674,6 +675,22 @@ def test_send_anyway_when_a_file_cannot_be_reverted(served: Served, project: Pro
     assert anyway.status == 200, anyway.json()
     assert anyway.json()["resent"] is True
     assert project.read("b.txt") == b"mine\n"
+
+
+def test_resend_lists_a_file_whose_copy_the_cap_dropped_as_not_covered(served: Served, project: Project) -> None:
+    assert project.cli("config", "set", "store.max_mib", "1").rc == 0
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap, by the CLI (it reads the cap): turn 1's go
+        assert project.cli("turn", "begin", "--session", project.session).rc == 0
+        big = os.urandom(200_000).hex().encode()
+        assert project.cli("write", "--session", project.session, f"big{number}.bin", stdin=big).rc == 0
+        assert project.cli("turn", "end", "--session", project.session).rc == 0
+    listed = served.post(session_path(project, "/resend"), {"message": 1, "choice": None})
+    assert listed.status == 200, listed.json()
+    rows = {row["path"]: row for row in listed.json()["rows"]}
+    assert (rows["a.txt"]["action"], rows["a.txt"]["code"]) == ("not covered", "copy_evicted")
+    files = {item["path"]: item for item in listed.json()["files"]}
+    assert files["a.txt"] == {"path": "a.txt", "calls": 1, "added": 0, "removed": 0}  # nothing to write back
+    assert project.cli("resend", "1").rc == 0  # the CLI's preview too
 
 
 @pytest.mark.parametrize(
