@@ -500,6 +500,21 @@ def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page: Page, pro
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
+def test_edit_and_resend_lists_a_file_whose_copy_was_dropped_as_staying_and_offers_send_anyway(
+    page: Page, project: Project
+) -> None:
+    project.cli("config", "set", "store.max_mib", "1")
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap: turn 1's calls lose theirs
+        project.turn(f"big {number}", ("write", f"big{number}.bin", os.urandom(400_000).hex()[:400_000]))
+    expect(block(page, project.calls[0]).locator(".state")).to_have_text("can no longer be reverted")
+    asked = _resend(page, 1)
+    staying = asked.locator(".staying").filter(has_text="a.txt")
+    expect(staying).to_contain_text("stays as it is: copy dropped by the size cap")
+    asked.get_by_role("button", name="Send Anyway", exact=True).click()
+    expect(page.locator('[data-turn="1"]')).to_contain_text("replaced by an edited message")
+    assert (project.root / "a.txt").read_bytes() == b"one\nTWO\nthree\n"
+
+
 def test_edit_and_resend_cancel_changes_nothing(page: Page, project: Project) -> None:
     asked = _resend(page, 1)
     expect(asked.locator(".resend-files li")).to_have_text(

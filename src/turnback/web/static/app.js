@@ -661,7 +661,9 @@ async function resend(turn) {
     );
   }
   body.push(files);
-  const staying = preview.rows.filter((row) => row.action === "skip");
+  // What Revert and Send cannot take back: a file changed since, and one with no copy (dropped by the store's cap
+  // or left out of the snapshot). Send Anyway resends, leaving them as they are.
+  const staying = preview.rows.filter((row) => ["skip", "not covered"].includes(row.action));
   for (const row of staying) {
     body.push(
       element(
