@@ -5,6 +5,7 @@ without the plan that was shown, the refusals' statuses, and the bytes on disk a
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -282,6 +283,11 @@ def test_sessions_is_the_cli_sessions_json_and_project_narrows_it(
     narrowed = served.get(f"{API}/sessions?project={project.root}").json()
     assert narrowed == project.json("sessions", "--project", str(project.root))
     assert [s["id"] for s in narrowed["sessions"]] == [project.session]
+
+
+def test_a_project_with_a_nul_is_400_not_a_bug(served: Served, project: Project) -> None:
+    reply = served.get(f"{API}/sessions?project={project.root}%00x")
+    assert (reply.status, reply.code) == (400, "path_has_nul")
 
 
 def _without(data: Any, extra: dict[str, set[str]]) -> Any:
@@ -566,6 +572,40 @@ def test_423_while_a_turn_runs_naming_it_and_nothing_changes(served: Served, pro
         holder.wait()
 
 
+@pytest.mark.parametrize("holds", ["compaction", "approval waiting", "a background job"])
+def test_423_while_a_compaction_an_approval_or_a_job_runs_naming_it(
+    served: Served, project: Project, holds: str
+) -> None:
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        if holds == "a background job":
+            assert project.cli("turn", "begin", "--session", project.session).rc == 0
+            started = project.cli("--json", "exec", "--session", project.session, "--background", "--", "sleep", "60")
+            assert started.rc == 0, started.err
+            assert project.cli("turn", "end", "--session", project.session).rc == 0
+            code, named = "busy_job", "sleep 60"
+        else:
+            marked = project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), holds)
+            assert marked.rc == 0, marked.err
+            code, named = "busy_mark_held", holds
+        for path, body in (
+            (session_path(project, "/undo"), {"apply": False}),
+            (session_path(project, f"/calls/{project.calls[0]}/revert"), {"apply": False}),
+            (session_path(project, "/rollback"), {"node": 1}),
+        ):
+            reply = served.post(path, body)
+            assert (reply.status, reply.code) == (423, code), reply.json()
+            assert named in reply.json()["error"]["message"]
+        assert project.read("a.txt") == b"one\nTWO\nthree\n"
+        assert project.read("b.txt") == b"BEE\n"
+    finally:
+        holder.kill()
+        holder.wait()
+        for job in project.json("jobs", "--session", project.session)["jobs"]:
+            if job["status"] == "running":
+                assert project.cli("jobs", "--session", project.session, "stop", job["id"]).rc == 0
+
+
 def test_rollback_with_the_head_seen_then_a_stale_head_is_409(served: Served, project: Project) -> None:
     rollback = session_path(project, "/rollback")
     log = project.json("log", "--session", project.session)
@@ -635,6 +675,22 @@ def test_send_anyway_when_a_file_cannot_be_reverted(served: Served, project: Pro
     assert anyway.status == 200, anyway.json()
     assert anyway.json()["resent"] is True
     assert project.read("b.txt") == b"mine\n"
+
+
+def test_resend_lists_a_file_whose_copy_the_cap_dropped_as_not_covered(served: Served, project: Project) -> None:
+    assert project.cli("config", "set", "store.max_mib", "1").rc == 0
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap, by the CLI (it reads the cap): turn 1's go
+        assert project.cli("turn", "begin", "--session", project.session).rc == 0
+        big = os.urandom(200_000).hex().encode()
+        assert project.cli("write", "--session", project.session, f"big{number}.bin", stdin=big).rc == 0
+        assert project.cli("turn", "end", "--session", project.session).rc == 0
+    listed = served.post(session_path(project, "/resend"), {"message": 1, "choice": None})
+    assert listed.status == 200, listed.json()
+    rows = {row["path"]: row for row in listed.json()["rows"]}
+    assert (rows["a.txt"]["action"], rows["a.txt"]["code"]) == ("not covered", "copy_evicted")
+    files = {item["path"]: item for item in listed.json()["files"]}
+    assert files["a.txt"] == {"path": "a.txt", "calls": 1, "added": 0, "removed": 0}  # nothing to write back
+    assert project.cli("resend", "1").rc == 0  # the CLI's preview too
 
 
 @pytest.mark.parametrize(

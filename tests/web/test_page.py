@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 import turnback
 from tests.conftest import ROOT, TEST_KEY, run_cli
 from tests.web.serving import Served, serve
+from turnback.catalog import Message, word
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -240,6 +241,20 @@ def test_a_binary_file_says_so_instead_of_a_diff(page: Page, project: Project) -
     expect(block(page, call).locator("pre.diff")).to_have_count(0)
 
 
+def test_a_file_too_large_to_diff_says_so_instead_of_a_diff(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "a big log")
+    text = b"a line of text\n" * (9 << 20 >> 4)  # 9 MiB: past the 8 MiB a diff is made of
+    wrote = run_cli(
+        project.home, "--json", "write", "--session", project.session, "big.txt", cwd=project.root, stdin=text
+    )
+    assert wrote.rc == 0, wrote.err
+    project.cli("turn", "end", "--session", project.session)
+    call = str(wrote.json()["call"]["id"])  # type: ignore[index]
+    block(page, call).locator(".call-toggle").click()
+    expect(block(page, call).locator(".binary")).to_contain_text("too large to show a diff")
+    expect(block(page, call).locator("pre.diff")).to_have_count(0)
+
+
 def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, project: Project) -> None:
     with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
         engine.begin_turn(project.session, "harness write")
@@ -250,6 +265,58 @@ def test_a_call_whose_after_never_came_says_it_may_be_cut_short(page: Page, proj
     cut = page.locator('[data-turn="3"] [data-call-id]')
     expect(cut.locator(".state")).to_contain_text(["may be cut short"])
     expect(cut.locator(".tool")).to_have_text("Write file")
+
+
+def _wait_for_jobs_to_end(project: Project) -> None:
+    deadline = time.monotonic() + 30
+    while "running" in project.cli("jobs", "--session", project.session):
+        assert time.monotonic() < deadline, "the background job never ended"
+        time.sleep(0.2)
+
+
+def test_blocks_of_a_denied_call_a_shell_command_and_a_background_job_with_their_states_and_counts(
+    page: Page, project: Project
+) -> None:
+    with turnback.Engine.open(str(project.home), key_secret=TEST_KEY, try_keyring=False) as engine:
+        engine.begin_turn(project.session, "try a write")
+        denied = engine.begin_call(project.session, "Write", {"file_path": "x.txt"}, cwd=str(project.root))
+        denied.end(failed=Message("call_denied_because", why="the user said no"))  # as hooks/claude.py does
+        engine.end_turn(project.session)
+    project.cli("config", "set", "snapshot.exclude", "*.log")
+    project.cli("turn", "begin", "--session", project.session, "--message", "commands")
+    project.cli("exec", "--session", project.session, "--", "sh", "-c", "echo log > run.log; echo more >> b.txt")
+    project.cli("exec", "--session", project.session, "--background", "--", "sh", "-c", "echo job > job.txt")
+    _wait_for_jobs_to_end(project)
+    project.cli("turn", "end", "--session", project.session)
+    expect(block(page, denied.id).locator(".state")).to_have_text("denied")
+    expect(block(page, denied.id).locator(".tool")).to_have_text("Write file")
+    command, job = page.locator('[data-turn="4"] [data-call-id]').all()
+    expect(command.locator(".tool")).to_have_text("Shell command")
+    expect(command.locator(".target")).to_have_text("sh -c 'echo log > run.log; echo more >> b.txt'")
+    expect(command.locator(".state")).to_have_text(["not covered"])
+    expect(command.locator(".counts")).to_have_text("+1 −0")  # b.txt's line; run.log has no copy to count
+    expect(job.locator(".tool")).to_have_text("Background job")
+    expect(job.locator(".target")).to_have_text("sh -c 'echo job > job.txt'")
+    expect(job.locator(".state")).to_have_text("applied")
+    expect(job.locator(".counts")).to_have_text("+1 −0")
+
+
+def test_a_call_whose_copies_the_cap_dropped_can_no_longer_be_reverted_and_names_its_files(
+    page: Page, project: Project
+) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "a command")
+    project.cli("exec", "--session", project.session, "--", "sh", "-c", "echo more >> b.txt")
+    project.cli("turn", "end", "--session", project.session)
+    project.cli("config", "set", "store.max_mib", "1")
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap: the oldest calls lose theirs
+        project.turn(f"big {number}", ("write", f"big{number}.bin", os.urandom(400_000).hex()[:400_000]))
+    first, command = block(page, project.calls[0]), page.locator('[data-turn="3"] [data-call-id]')
+    expect(first.locator(".state")).to_have_text("can no longer be reverted")
+    expect(first.locator(".revert-icon")).to_have_count(0)
+    expect(command.locator(".state")).to_have_text("can no longer be reverted")
+    expect(command.locator(".tool")).to_have_text("Shell command")
+    expect(command.locator(".target")).to_have_text("b.txt")  # its command went with its input
+    expect(page.locator('[data-turn="7"] .state')).to_have_text("applied")
 
 
 def test_the_header_revert_icon_shows_on_hover_and_on_keyboard_focus(page: Page, project: Project) -> None:
@@ -433,10 +500,26 @@ def test_edit_and_resend_send_anyway_for_what_cannot_be_reverted(page: Page, pro
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
+def test_edit_and_resend_lists_a_file_whose_copy_was_dropped_as_staying_and_offers_send_anyway(
+    page: Page, project: Project
+) -> None:
+    project.cli("config", "set", "store.max_mib", "1")
+    for number in range(4):  # 1.6 MB of copies past a 1 MiB cap: turn 1's calls lose theirs
+        project.turn(f"big {number}", ("write", f"big{number}.bin", os.urandom(400_000).hex()[:400_000]))
+    expect(block(page, project.calls[0]).locator(".state")).to_have_text("can no longer be reverted")
+    asked = _resend(page, 1)
+    staying = asked.locator(".staying").filter(has_text="a.txt")
+    expect(staying).to_contain_text("stays as it is: copy dropped by the size cap")
+    asked.get_by_role("button", name="Send Anyway", exact=True).click()
+    expect(page.locator('[data-turn="1"]')).to_contain_text("replaced by an edited message")
+    assert (project.root / "a.txt").read_bytes() == b"one\nTWO\nthree\n"
+
+
 def test_edit_and_resend_cancel_changes_nothing(page: Page, project: Project) -> None:
     asked = _resend(page, 1)
-    expect(asked).to_contain_text("a.txt")
-    expect(asked).to_contain_text("new.txt")
+    expect(asked.locator(".resend-files li")).to_have_text(
+        ["a.txt calls: 1 +1 −1", "new.txt calls: 1 +0 −1", "b.txt calls: 1 +1 −1"]
+    )
     expect(asked.get_by_role("button", name="Send Anyway", exact=True)).to_have_count(0)
     asked.get_by_role("button", name="Cancel", exact=True).click()
     expect(page.get_by_role("dialog")).to_have_count(0)
@@ -453,6 +536,16 @@ def test_the_files_view_lists_each_file_with_its_state(page: Page, project: Proj
     expect(files.filter(has_text="b.txt")).to_contain_text("as of turn 2")
 
 
+def test_the_files_view_says_in_which_turn_a_file_was_deleted(page: Page, project: Project) -> None:
+    project.cli("turn", "begin", "--session", project.session, "--message", "tidy")
+    project.cli("rm", "--session", project.session, "a.txt")
+    project.cli("turn", "end", "--session", project.session)
+    page.wait_for_selector('[data-turn="3"]')
+    page.get_by_role("tab", name="Files").click()
+    expect(page.locator(".files li").filter(has_text="a.txt")).to_contain_text("deleted in turn 3")
+    assert not (project.root / "a.txt").exists()
+
+
 # -- live, busy, disconnected ----------------------------------------------------------------------------------------
 
 
@@ -460,6 +553,25 @@ def test_a_new_turn_appears_live_without_a_reload(page: Page, project: Project) 
     page.evaluate("window.notReloaded = true")
     project.turn("live one", ("write", "live.txt", "hello\n"))
     expect(page.locator('[data-turn="3"]')).to_contain_text("live one")
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_the_calls_of_a_running_turn_appear_live_one_by_one(page: Page, project: Project) -> None:
+    page.evaluate("window.notReloaded = true")
+    holder = subprocess.Popen(["sleep", "60"])
+    try:
+        project.cli("turn", "begin", "--session", project.session, "--message", "live", "--pid", str(holder.pid))
+        expect(page.locator('[data-turn="3"]')).to_contain_text("running")
+        for number, name in enumerate(("one.txt", "two.txt"), start=1):
+            piped = run_cli(project.home, "write", "--session", project.session, name, cwd=project.root, stdin=b"x\n")
+            assert piped.rc == 0, piped.err
+            expect(page.locator('[data-turn="3"] [data-call-id]')).to_have_count(number)
+        expect(page.locator('[data-turn="3"] [data-call-id] .target')).to_have_text(["one.txt", "two.txt"])
+        project.cli("turn", "end", "--session", project.session)
+        expect(page.locator('[data-turn="3"]')).not_to_contain_text("running")
+    finally:
+        holder.kill()
+        holder.wait()
     assert page.evaluate("window.notReloaded") is True
 
 
@@ -478,16 +590,19 @@ def test_buttons_are_disabled_with_the_reason_while_a_turn_runs(page: Page, proj
         holder.wait()
 
 
-def test_buttons_are_disabled_with_the_reason_while_a_compaction_runs(page: Page, project: Project) -> None:
+@pytest.mark.parametrize("reason", ["compaction", "approval waiting"])
+def test_buttons_are_disabled_with_the_reason_while_a_compaction_or_an_approval_runs(
+    page: Page, project: Project, reason: str
+) -> None:
     holder = subprocess.Popen(["sleep", "60"])
     try:
-        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), "compaction")
+        project.cli("busy", "start", "--session", project.session, "--pid", str(holder.pid), reason)
         revert = block(page, project.calls[2]).get_by_role("button", name="Revert", exact=True)
         expect(revert).to_be_disabled()
-        expect(page.locator("#busy")).to_contain_text("compaction")
+        expect(page.locator("#busy")).to_contain_text(reason)
         rollback = page.get_by_role("button", name="Rollback to turn 1", exact=True)
         expect(rollback).to_be_disabled()
-        assert "compaction" in (rollback.get_attribute("title") or "")
+        assert reason in (rollback.get_attribute("title") or "")
         project.cli("busy", "end", "--session", project.session)
         expect(revert).to_be_enabled()
     finally:
@@ -553,6 +668,19 @@ def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project
     assert (project.root / "b.txt").read_bytes() == b"the user's bee\n"
 
 
+def test_the_dialogs_word_each_rows_action_in_the_chosen_language(page: Page, project: Project) -> None:
+    page.get_by_label("Language").select_option("ja")
+    expect(page.locator("html")).to_have_attribute("lang", "ja")
+    page.locator('[data-turn="1"]').get_by_role("button", name="ターン 1 までロールバック", exact=True).click()
+    expect(dialog(page).locator(".row-action")).to_have_text(["復元"])
+    page.keyboard.press("Escape")
+    block(page, project.calls[1]).locator(".revert-icon").click()
+    expect(dialog(page).locator(".row-action")).to_have_text(["ゴミ箱へ"])
+    page.keyboard.press("Escape")
+    assert (project.root / "b.txt").read_bytes() == b"BEE\n"
+    assert (project.root / "new.txt").exists()
+
+
 def test_the_default_language_comes_from_the_browser(served: Served, project: Project, tmp_path: Path) -> None:
     with chromium(tmp_path / "japanese", locale="ja-JP") as context:
         japanese = context.new_page()
@@ -562,11 +690,37 @@ def test_the_default_language_comes_from_the_browser(served: Served, project: Pr
         expect(japanese.get_by_role("button", name="元に戻す", exact=True).first).to_be_attached()
 
 
+def test_the_page_opened_without_the_token_says_what_to_open_in_the_browsers_language(
+    served: Served, tmp_path: Path
+) -> None:
+    with chromium(tmp_path / "no-token", locale="zh-CN") as context:
+        opened = context.new_page()
+        opened.goto(served.origin + "/")
+        expect(opened.get_by_role("alert")).to_have_text(word(Message("serve_token_missing"), "zh-CN"))
+
+
 def test_the_page_is_readable_360_px_wide(page: Page, project: Project) -> None:
     page.set_viewport_size({"width": 360, "height": 740})
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 360
     expect(block(page, project.calls[0]).get_by_role("button", name="Revert", exact=True)).to_be_visible()
+
+
+def _luminance(css_color: str) -> float:
+    red, green, blue = (int(part) for part in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def test_the_page_follows_the_light_or_dark_scheme_of_the_system(page: Page, project: Project) -> None:
+    colors = "(e) => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color]"
+    backgrounds = {}
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)
+        _, text = block(page, project.calls[0]).locator(".target").evaluate(colors)
+        page_background, _ = page.locator("body").evaluate(colors)
+        backgrounds[scheme] = _luminance(page_background)
+        assert abs(_luminance(page_background) - _luminance(text)) > 0.5, (scheme, page_background, text)
+    assert backgrounds["light"] > 0.8 and backgrounds["dark"] < 0.2, backgrounds
 
 
 def test_screenshots_of_the_main_views(page: Page, project: Project, tmp_path: Path) -> None:

@@ -246,12 +246,15 @@ class TakeBack:
         counts: dict[str, int] = {}
         first: dict[str, FileState] = {}
         outside: set[str] = set()
+        evicted: set[str] = set()  # the earliest state's copy was dropped by the cap: a revert writes nothing back
         for turn_id in reversed(plan.turn_ids):
             for call in self._store.calls_of_turn(TurnId(turn_id)):
                 for path in dict.fromkeys(c.path for c in call.changes if not c.reverted):
                     counts[path] = counts.get(path, 0) + 1
                 for change in call.changes:
                     if not change.reverted:
+                        if change.path not in first and change.evicted:
+                            evicted.add(change.path)
                         first.setdefault(change.path, change.before)
                         if change.outside:
                             outside.add(change.path)
@@ -259,6 +262,9 @@ class TakeBack:
         for name, calls in counts.items():
             before = first[name]
             if before.kind == "dir" or name in outside:
+                continue
+            if name in evicted:
+                files.append(ResendFile(name, calls, 0, 0))
                 continue
             try:
                 now = tree.read_bytes(RelPath(name))

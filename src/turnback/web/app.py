@@ -123,13 +123,11 @@ class Api:
         project = request.query_params.get("project") or self.project
 
         def work(engine: Engine) -> Answer:
+            if project is not None and "\0" in project:  # a query can hold what no command line can
+                raise turnback.UsageError(Message("path_has_nul", path=repr(project)))
             sessions = engine.sessions(project)
-            defaults = {
-                engine.default_session([s for s in sessions if s.project_id == project_id]).id
-                for project_id in {session.project_id for session in sessions}
-            }
             listed = [(s, engine.project_of(s), len(engine.log(s.id))) for s in sessions]
-            return Answer(200, data.sessions_data(listed, defaults))
+            return Answer(200, data.sessions_data(listed, engine.default_sessions(sessions)))
 
         return await self.answer(request, work)
 

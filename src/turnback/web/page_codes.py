@@ -34,6 +34,13 @@ PAGE_CODES: tuple[str, ...] = (
     "no_input_recorded",
     "no_turns_yet",
     "no_files_changed",
+    # a plan row's action, as the CLI's preview words it (restore, trash, skip, …)
+    "action_restore",
+    "action_trash",
+    "action_skip",
+    "action_not_covered",
+    "action_mark",
+    "action_ref",
     # the page's own
     "web_page_title",
     "web_sessions",
@@ -76,6 +83,7 @@ PAGE_CODES: tuple[str, ...] = (
     "web_turns_leave",
     "web_redo_asks",
     "web_resend_asks",
+    "web_file_calls",
     "web_stays_as_is",
     "web_disconnected",
     "web_busy",

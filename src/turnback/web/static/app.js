@@ -251,12 +251,14 @@ function toolName(call) {
   return t("web_tool_other", { tool: call.tool });
 }
 
-/** What the call acted on: its command or paths (the server's title without the tool word, else its paths). */
+/**
+ * What the call acted on: its command or paths (the server's title without the tool word; else, as for a command
+ * whose text went with its input under the store's cap, its paths).
+ */
 function targetOf(call) {
-  if (call.title) {
-    const space = call.title.indexOf(" ");
-    return space > 0 ? call.title.slice(space + 1) : call.title;
-  }
+  const space = (call.title ?? "").indexOf(" ");
+  const titled = (space > 0 ? call.title.slice(space + 1) : (call.title ?? "")).trim();
+  if (titled) return titled;
   return call.changes.map((change) => (change.from ? `${change.from} → ${change.path}` : change.path)).join(", ");
 }
 
@@ -487,6 +489,16 @@ function laterCall(row) {
   return null;
 }
 
+// A plan row's action (its code in the plan) as the CLI's preview words it.
+const ACTION_WORDS = {
+  restore: "action_restore",
+  trash: "action_trash",
+  skip: "action_skip",
+  "not covered": "action_not_covered",
+  mark: "action_mark",
+  ref: "action_ref",
+};
+
 /** The plan's rows: action, path, its +/- lines (a rollback's `files`), why, and the diff it writes back. */
 function planRows(plan, host, call) {
   const rows = element("div", { class: "plan-rows" });
@@ -499,7 +511,7 @@ function planRows(plan, host, call) {
       element(
         "p",
         {},
-        element("span", { class: "row-action" }, row.action),
+        element("span", { class: "row-action" }, ACTION_WORDS[row.action] ? t(ACTION_WORDS[row.action]) : row.action),
         " ",
         element("code", {}, row.path),
         lines
@@ -642,12 +654,16 @@ async function resend(turn) {
         {},
         element("code", {}, file.path),
         " ",
+        t("web_file_calls", { count: file.calls }),
+        " ",
         t("web_added_removed", { added: file.added, removed: file.removed }),
       ),
     );
   }
   body.push(files);
-  const staying = preview.rows.filter((row) => row.action === "skip");
+  // What Revert and Send cannot take back: a file changed since, and one with no copy (dropped by the store's cap
+  // or left out of the snapshot). Send Anyway resends, leaving them as they are.
+  const staying = preview.rows.filter((row) => ["skip", "not covered"].includes(row.action));
   for (const row of staying) {
     body.push(
       element(
@@ -708,14 +724,10 @@ function fromHash() {
 }
 
 async function start() {
-  if (!(await loadWords())) {
-    $("session").replaceChildren(
-      element(
-        "p",
-        { class: "notice alert", role: "alert" },
-        "Open the address turnback serve printed (with its token).",
-      ),
-    );
+  const words = await loadWords();
+  if (!words.ok) {
+    // Opened without the token address (no cookie): the server's refusal says what to open, in the browser's language.
+    $("session").replaceChildren(element("p", { class: "notice alert", role: "alert" }, errorText(words)));
     return;
   }
   const select = $("language");

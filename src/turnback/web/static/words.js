@@ -20,12 +20,12 @@ export function language() {
 
 /**
  * Loads the words of `lang`; without one, the language chosen earlier on this browser, else the server's pick from
- * the browser's Accept-Language.
+ * the browser's Accept-Language. Resolves to the API's answer: a refusal (no token) comes worded by the server.
  */
 export async function loadWords(lang) {
   const wanted = lang || localStorage.getItem(STORED) || "";
   const answer = await api("messages" + (wanted ? "?lang=" + encodeURIComponent(wanted) : ""));
-  if (!answer.ok) return false;
+  if (!answer.ok) return answer;
   messages = answer.data.messages || {};
   current = answer.data.lang || wanted || "en";
   if (lang) localStorage.setItem(STORED, current);
@@ -35,5 +35,5 @@ export async function loadWords(lang) {
     element.textContent = t(element.dataset.word);
   }
   document.title = t("web_page_title");
-  return true;
+  return answer;
 }
