@@ -106,6 +106,50 @@ def test_json_codes_are_the_same_in_every_language_and_the_messages_are_not(cli:
     assert len(messages) == 3 and "changed after the turn; --force overwrites it" in messages
 
 
+CHANGED_AFTER = {  # a nested message is {"message": {code, params}}, as Message.to_json keeps it
+    "parts": {
+        "messages": [
+            {"message": {"code": "changed_after_turn", "params": {}}},
+            {"message": {"code": "flag_overwrites_it", "params": {"flag": "--force"}}},
+        ]
+    }
+}
+
+
+def test_json_rows_carry_their_params_so_a_reason_of_several_clauses_says_which(cli: Any, project: Path) -> None:
+    """A row's code alone is ``clauses`` for every reason of several clauses: its params name them, in any language."""
+    sid, _ = _conflict(cli, project)
+    for lang in PREVIEWS:
+        rows = cli("undo", "--dry-run", "--json", "--session", sid, "--lang", lang).json()["rows"]
+        assert [(row["path"], row["code"], row["params"]) for row in rows] == [
+            ("new.txt", None, None),
+            ("README.md", "clauses", CHANGED_AFTER),
+        ], lang
+
+
+@pytest.mark.parametrize("lang", sorted(SUMMARIES))
+def test_the_end_of_turn_summary_json_has_the_line_s_code_params_and_message(cli: Any, lang: str) -> None:
+    sid = new_session(cli)
+    assert cli("turn", "begin", "--session", sid, "--message", "m").rc == 0
+    assert cli("write", "--session", sid, "a.txt", stdin=b"a\n").rc == 0
+    summary = cli("turn", "end", "--session", sid, "--json", "--lang", lang).json()["summary"]
+    assert (summary["code"], summary["params"]) == ("files_changed", {"count": 1, "added": 1, "removed": 0})
+    assert summary["message"] == summary["line"] == SUMMARIES[lang]
+
+
+def test_files_and_notices_json_give_each_item_s_code_params_and_message(cli: Any, project: Path) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "the work", ("write", "a.txt", b"a\n"))
+    [item] = cli("files", "--session", sid, "--json", "--lang", "ja").json()["files"]
+    assert (item["code"], item["params"]) == ("file_created_in", {"number": 1})
+    assert item["message"] == item["state"] == word(Message("file_created_in", number=1), "ja")
+    [call] = log_json(cli, sid)["turns"][0]["calls"]
+    assert cli("revert", short_id(call["id"]), "--yes").rc == 0
+    [notice] = cli("notices", "--session", sid, "--json", "--lang", "zh-CN").json()["notices"]
+    assert notice["path"] == "a.txt" and notice["code"] and notice["params"] is not None
+    assert notice["message"] == notice["text"] == word(Message(notice["code"], **notice["params"]), "zh-CN")
+
+
 def test_the_language_comes_from_the_flag_then_the_variable_then_the_config_then_the_locale(
     cli: Any, home: Path
 ) -> None:
