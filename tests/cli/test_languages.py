@@ -254,3 +254,29 @@ def test_why_a_scan_kept_no_copy_is_worded_in_the_language_it_is_shown_in(cli: A
     shown = cli("show", call["id"], "--lang", lang)
     assert shown.rc == 0, shown.err
     assert shown.lines[-1] == LEFT_OUT[lang]
+
+
+def test_resend_s_calls_column_is_as_wide_as_its_widest_label_in_japanese(cli: Any, project: Path) -> None:
+    """日本語's "1 件の呼び出し" is 14 columns: the counts after it start two columns on, in every row."""
+    sid = new_session(cli)
+    cli_turn(cli, sid, "two files", ("write", "a.txt", b"a\n"), ("write", "b.txt", b"b\n"), ("write", "a.txt", b"A\n"))
+    english = cli("resend", "1", "--session", sid)
+    assert english.lines[:2] == ["a.txt  2 calls   +0 -1", "b.txt  1 call    +0 -1"]
+    shown = cli("resend", "1", "--session", sid, "--lang", "ja")
+    assert shown.rc == 0, shown.err
+    assert shown.lines[:2] == ["a.txt  2 件の呼び出し  +0 -1", "b.txt  1 件の呼び出し  +0 -1"]
+    assert {display_width(row[: row.index("+")]) for row in shown.lines[:2]} == {23}
+
+
+def test_ops_kind_column_is_as_wide_as_its_widest_kind_in_japanese(cli: Any, project: Path) -> None:
+    sid = new_session(cli)
+    for number in (1, 2, 3):
+        cli_turn(cli, sid, f"turn {number}", ("write", f"{number}.txt", b"x\n"))
+    assert cli("undo", "--session", sid, "--yes").rc == 0
+    assert cli("rollback", "1", "--session", sid, "--confirm").rc == 0
+    english = cli("ops", "--session", sid).lines
+    assert [row.split("  ", 2)[2] for row in english] == ["rollback 1 of 1 rows done", "undo     1 of 1 rows done"]
+    shown = cli("ops", "--session", sid, "--lang", "ja").lines
+    # ロールバック takes 12 columns: 取り消し (8) is padded to it, and the rows' counts start at one column.
+    assert [row.split("  ", 2)[2] for row in shown] == ["ロールバック 1 行中 1 行完了", "取り消し     1 行中 1 行完了"]
+    assert len({display_width(row[: row.index("1 行中")]) for row in shown}) == 1
