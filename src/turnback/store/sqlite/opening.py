@@ -80,10 +80,7 @@ def _release_reserve(home: str) -> bool:
 
 def _damaged(error: StoreError) -> bool:
     """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
-    if error.code != "store_database_failed":
-        return False
-    text = str(error.message.params["reason"])
-    return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
+    return error.code == "store_database_damaged"
 
 
 def _size(path: str) -> int | None:
