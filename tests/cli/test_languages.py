@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.terminal import run_on_a_terminal
+from tests.conftest import cli_env
 from tests.history.helpers import cli_turn, log_json, new_session, short_id, turn_id
 from turnback.catalog import Message, word
 from turnback.render.diff import human_size
@@ -280,3 +282,37 @@ def test_ops_kind_column_is_as_wide_as_its_widest_kind_in_japanese(cli: Any, pro
     # ロールバック takes 12 columns: 取り消し (8) is padded to it, and the rows' counts start at one column.
     assert [row.split("  ", 2)[2] for row in shown] == ["ロールバック 1 行中 1 行完了", "取り消し     1 行中 1 行完了"]
     assert len({display_width(row[: row.index("1 行中")]) for row in shown}) == 1
+
+
+PROMPT_ENDS = {"en": "y = yes, n = no", "zh-CN": "y = 是，n = 否", "ja": "y = はい、n = いいえ"}
+ACTION_LABELS = {  # the product's labels, as the revert prompt names the action, and the log a reverted call
+    "en": ("Revert?", "Delete?", "Restore Anyway?", "Delete Anyway?", "(Reverted)"),
+    "zh-CN": ("撤销修改？", "删除？", "仍然恢复？", "仍然删除？", "(已撤销)"),
+    "ja": ("元に戻す？", "削除？", "このまま復元？", "このまま削除？", "(元に戻し済み)"),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(ACTION_LABELS))
+def test_revert_names_its_action_by_the_product_s_labels_in_the_chosen_language(
+    cli: Any, home: Path, project: Path, lang: str
+) -> None:
+    revert, delete, restore_anyway, delete_anyway, reverted = ACTION_LABELS[lang]
+    sid, _ = _conflict(cli, project)  # README.md changed by the user since; new.txt made by the turn
+    calls = {c["changes"][0]["path"]: short_id(c["id"]) for c in log_json(cli, sid)["turns"][0]["calls"]}
+    env, end = cli_env(home), PROMPT_ENDS[lang].encode()
+
+    def prompt(*args: str, keys: bytes = b"n\n") -> str:
+        code, shown = run_on_a_terminal(["revert", *args, "--lang", lang], project, env, keys, prompt_end=end)
+        assert code == (0 if keys == b"y\n" else 1), shown
+        [asked] = [line for line in shown.splitlines() if PROMPT_ENDS[lang] in line]
+        return asked.split(PROMPT_ENDS[lang])[0].rstrip()
+
+    assert prompt(calls["new.txt"]) == delete
+    assert prompt(calls["README.md"], "--anyway") == restore_anyway
+    (project / "new.txt").write_bytes(b"the user's too\n")
+    assert prompt(calls["new.txt"], "--anyway") == delete_anyway
+    (project / "README.md").write_bytes(b"agent\n")  # what the call wrote: a clean revert
+    assert prompt(calls["README.md"], keys=b"y\n") == revert
+    assert (project / "README.md").read_bytes() == b"hello\n"
+    [row] = [line for line in cli("log", "--session", sid, "--lang", lang).lines if calls["README.md"] in line]
+    assert row.endswith(f"  {reverted}"), row
