@@ -32,7 +32,6 @@ trash/ holds plain copies of files that undo operations displaced.
 
 RESERVE_NAME = "reserve"
 RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
-RESERVE_FULL = Message("store_disk_full")
 CHANGE_POLL_S = 0.1  # how often wait_for_change looks: SQLite tells no one of a commit
 
 
@@ -288,4 +287,4 @@ class StoreOpening(SqliteRecords):
         return True
 
 
-__all__ = ["DB_NAME", "RESERVE_FULL", "StoreOpening", "existing_crypto", "new_crypto", "store_meta"]
+__all__ = ["DB_NAME", "StoreOpening", "existing_crypto", "new_crypto", "store_meta"]
