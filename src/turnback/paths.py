@@ -66,23 +66,6 @@ def absolute_user_path(cwd: str, user_path: str) -> str:
     return os.path.normpath(os.path.join(os.path.realpath(cwd), user_path))
 
 
-def resolve_user_path(root: str, cwd: str, user_path: str) -> RelPath:
-    """Turn a path a user typed (absolute, or relative to *cwd*) into a path relative to *root*.
-
-    *root* is the project's real path. The path is made absolute lexically
-    (``..`` is collapsed without following links, so a link inside the
-    project can never carry the result outside it); a result outside *root*
-    is refused before anything is read or written.
-    """
-    absolute = absolute_user_path(cwd, user_path)
-    root = os.path.normpath(root)
-    if absolute == root:
-        raise UsageError(Message("path_is_root", path=user_path))
-    if not absolute.startswith(root.rstrip("/") + "/"):
-        raise UnsafePathError(Message("path_outside_project", path=user_path, root=root))
-    return make_rel_path(absolute[len(root.rstrip("/")) + 1 :])
-
-
 def is_database_url(location: str) -> bool:
     """Whether a store's *location* names a PostgreSQL database (``postgresql://…``) rather than a folder."""
     scheme, sep, _ = location.partition("://")
@@ -109,7 +92,6 @@ __all__ = [
     "is_database_url",
     "make_rel_path",
     "parent_paths",
-    "resolve_user_path",
     "shown_location",
     "split_rel_path",
 ]

@@ -22,13 +22,20 @@ def _own_terminal() -> None:
 
 
 def run_on_a_terminal(
-    args: list[str], cwd: Path, env: dict[str, str], keys: bytes, *, stdout: IO[bytes] | None = None
+    args: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    keys: bytes,
+    *,
+    stdout: IO[bytes] | None = None,
+    prompt_end: bytes = PROMPT_END,
 ) -> tuple[int, str]:
     """``turnback ARGS`` with stdin, stdout and stderr on one terminal; *keys* are typed at the prompt.
 
     Returns the exit code and what the terminal showed (its echo of the keys
     included, so ``^C`` shows as a terminal shows it), with CRLF as LF. With
     *stdout* (a file), stdout goes there instead, as in ``turnback undo | less``.
+    *prompt_end*: how the prompt ends in the language asked for (English's by default).
     """
     main, child = pty.openpty()
     proc = subprocess.Popen(
@@ -54,7 +61,7 @@ def run_on_a_terminal(
         if not chunk:
             break
         output += chunk
-        if not typed and PROMPT_END in output:
+        if not typed and prompt_end in output:
             os.write(main, keys)
             typed = True
     os.close(main)

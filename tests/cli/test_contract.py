@@ -49,6 +49,12 @@ def test_json_of_the_harness_verbs(cli, project: Path, sid: str) -> None:  # typ
         "removed": 3,
         "line": "2 files changed, +2 -3 (docs -3)",
         "notes": [],
+        "code": "with_note",
+        "params": {
+            "text": {"message": {"code": "files_changed", "params": {"count": 2, "added": 2, "removed": 3}}},
+            "note": {"message": {"code": "comma_list", "params": {"items": {"messages": ["docs -3"]}}}},
+        },
+        "message": "2 files changed, +2 -3 (docs -3)",
     }
     log = cli("log", "--session", sid, "--json").json()
     assert log["head"] == begin["turn"]["id"]

@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.cli.terminal import run_on_a_terminal
+from tests.conftest import cli_env
 from tests.history.helpers import cli_turn, log_json, new_session, short_id, turn_id
 from turnback.catalog import Message, word
 from turnback.render.diff import human_size
@@ -104,6 +106,50 @@ def test_json_codes_are_the_same_in_every_language_and_the_messages_are_not(cli:
     assert codes["en"] == codes["zh-CN"] == codes["ja"] == [("new.txt", None), ("README.md", "clauses")]
     messages = {data["rows"][1]["message"] for data in shown.values()}
     assert len(messages) == 3 and "changed after the turn; --force overwrites it" in messages
+
+
+CHANGED_AFTER = {  # a nested message is {"message": {code, params}}, as Message.to_json keeps it
+    "parts": {
+        "messages": [
+            {"message": {"code": "changed_after_turn", "params": {}}},
+            {"message": {"code": "flag_overwrites_it", "params": {"flag": "--force"}}},
+        ]
+    }
+}
+
+
+def test_json_rows_carry_their_params_so_a_reason_of_several_clauses_says_which(cli: Any, project: Path) -> None:
+    """A row's code alone is ``clauses`` for every reason of several clauses: its params name them, in any language."""
+    sid, _ = _conflict(cli, project)
+    for lang in PREVIEWS:
+        rows = cli("undo", "--dry-run", "--json", "--session", sid, "--lang", lang).json()["rows"]
+        assert [(row["path"], row["code"], row["params"]) for row in rows] == [
+            ("new.txt", None, None),
+            ("README.md", "clauses", CHANGED_AFTER),
+        ], lang
+
+
+@pytest.mark.parametrize("lang", sorted(SUMMARIES))
+def test_the_end_of_turn_summary_json_has_the_line_s_code_params_and_message(cli: Any, lang: str) -> None:
+    sid = new_session(cli)
+    assert cli("turn", "begin", "--session", sid, "--message", "m").rc == 0
+    assert cli("write", "--session", sid, "a.txt", stdin=b"a\n").rc == 0
+    summary = cli("turn", "end", "--session", sid, "--json", "--lang", lang).json()["summary"]
+    assert (summary["code"], summary["params"]) == ("files_changed", {"count": 1, "added": 1, "removed": 0})
+    assert summary["message"] == summary["line"] == SUMMARIES[lang]
+
+
+def test_files_and_notices_json_give_each_item_s_code_params_and_message(cli: Any, project: Path) -> None:
+    sid = new_session(cli)
+    cli_turn(cli, sid, "the work", ("write", "a.txt", b"a\n"))
+    [item] = cli("files", "--session", sid, "--json", "--lang", "ja").json()["files"]
+    assert (item["code"], item["params"]) == ("file_created_in", {"number": 1})
+    assert item["message"] == item["state"] == word(Message("file_created_in", number=1), "ja")
+    [call] = log_json(cli, sid)["turns"][0]["calls"]
+    assert cli("revert", short_id(call["id"]), "--yes").rc == 0
+    [notice] = cli("notices", "--session", sid, "--json", "--lang", "zh-CN").json()["notices"]
+    assert notice["path"] == "a.txt" and notice["code"] and notice["params"] is not None
+    assert notice["message"] == notice["text"] == word(Message(notice["code"], **notice["params"]), "zh-CN")
 
 
 def test_the_language_comes_from_the_flag_then_the_variable_then_the_config_then_the_locale(
@@ -210,3 +256,63 @@ def test_why_a_scan_kept_no_copy_is_worded_in_the_language_it_is_shown_in(cli: A
     shown = cli("show", call["id"], "--lang", lang)
     assert shown.rc == 0, shown.err
     assert shown.lines[-1] == LEFT_OUT[lang]
+
+
+def test_resend_s_calls_column_is_as_wide_as_its_widest_label_in_japanese(cli: Any, project: Path) -> None:
+    """日本語's "1 件の呼び出し" is 14 columns: the counts after it start two columns on, in every row."""
+    sid = new_session(cli)
+    cli_turn(cli, sid, "two files", ("write", "a.txt", b"a\n"), ("write", "b.txt", b"b\n"), ("write", "a.txt", b"A\n"))
+    english = cli("resend", "1", "--session", sid)
+    assert english.lines[:2] == ["a.txt  2 calls   +0 -1", "b.txt  1 call    +0 -1"]
+    shown = cli("resend", "1", "--session", sid, "--lang", "ja")
+    assert shown.rc == 0, shown.err
+    assert shown.lines[:2] == ["a.txt  2 件の呼び出し  +0 -1", "b.txt  1 件の呼び出し  +0 -1"]
+    assert {display_width(row[: row.index("+")]) for row in shown.lines[:2]} == {23}
+
+
+def test_ops_kind_column_is_as_wide_as_its_widest_kind_in_japanese(cli: Any, project: Path) -> None:
+    sid = new_session(cli)
+    for number in (1, 2, 3):
+        cli_turn(cli, sid, f"turn {number}", ("write", f"{number}.txt", b"x\n"))
+    assert cli("undo", "--session", sid, "--yes").rc == 0
+    assert cli("rollback", "1", "--session", sid, "--confirm").rc == 0
+    english = cli("ops", "--session", sid).lines
+    assert [row.split("  ", 2)[2] for row in english] == ["rollback 1 of 1 rows done", "undo     1 of 1 rows done"]
+    shown = cli("ops", "--session", sid, "--lang", "ja").lines
+    # ロールバック takes 12 columns: 取り消し (8) is padded to it, and the rows' counts start at one column.
+    assert [row.split("  ", 2)[2] for row in shown] == ["ロールバック 1 行中 1 行完了", "取り消し     1 行中 1 行完了"]
+    assert len({display_width(row[: row.index("1 行中")]) for row in shown}) == 1
+
+
+PROMPT_ENDS = {"en": "y = yes, n = no", "zh-CN": "y = 是，n = 否", "ja": "y = はい、n = いいえ"}
+ACTION_LABELS = {  # the product's labels, as the revert prompt names the action, and the log a reverted call
+    "en": ("Revert?", "Delete?", "Restore Anyway?", "Delete Anyway?", "(Reverted)"),
+    "zh-CN": ("撤销修改？", "删除？", "仍然恢复？", "仍然删除？", "(已撤销)"),
+    "ja": ("元に戻す？", "削除？", "このまま復元？", "このまま削除？", "(元に戻し済み)"),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(ACTION_LABELS))
+def test_revert_names_its_action_by_the_product_s_labels_in_the_chosen_language(
+    cli: Any, home: Path, project: Path, lang: str
+) -> None:
+    revert, delete, restore_anyway, delete_anyway, reverted = ACTION_LABELS[lang]
+    sid, _ = _conflict(cli, project)  # README.md changed by the user since; new.txt made by the turn
+    calls = {c["changes"][0]["path"]: short_id(c["id"]) for c in log_json(cli, sid)["turns"][0]["calls"]}
+    env, end = cli_env(home), PROMPT_ENDS[lang].encode()
+
+    def prompt(*args: str, keys: bytes = b"n\n") -> str:
+        code, shown = run_on_a_terminal(["revert", *args, "--lang", lang], project, env, keys, prompt_end=end)
+        assert code == (0 if keys == b"y\n" else 1), shown
+        [asked] = [line for line in shown.splitlines() if PROMPT_ENDS[lang] in line]
+        return asked.split(PROMPT_ENDS[lang])[0].rstrip()
+
+    assert prompt(calls["new.txt"]) == delete
+    assert prompt(calls["README.md"], "--anyway") == restore_anyway
+    (project / "new.txt").write_bytes(b"the user's too\n")
+    assert prompt(calls["new.txt"], "--anyway") == delete_anyway
+    (project / "README.md").write_bytes(b"agent\n")  # what the call wrote: a clean revert
+    assert prompt(calls["README.md"], keys=b"y\n") == revert
+    assert (project / "README.md").read_bytes() == b"hello\n"
+    [row] = [line for line in cli("log", "--session", sid, "--lang", lang).lines if calls["README.md"] in line]
+    assert row.endswith(f"  {reverted}"), row

@@ -123,11 +123,29 @@ def test_files_lists_each_file_of_the_active_line_with_its_state(cli, engine, pr
         "other.txt      reverted",
     ]
     assert cli("files", "--session", sid, "--json").json()["files"] == [
-        {"path": "README.md", "state": "as of turn 2", "code": "file_as_of"},
-        {"path": "new.txt", "state": "created in turn 1", "code": "file_created_in"},
-        {"path": "docs/guide.md", "state": "deleted in turn 1", "code": "file_deleted_in"},
-        {"path": "src/main.py", "state": "reverted", "code": "file_reverted"},
-        {"path": "other.txt", "state": "reverted", "code": "file_reverted"},
+        {
+            "path": "README.md",
+            "state": "as of turn 2",
+            "code": "file_as_of",
+            "params": {"number": 2},
+            "message": "as of turn 2",
+        },
+        {
+            "path": "new.txt",
+            "state": "created in turn 1",
+            "code": "file_created_in",
+            "params": {"number": 1},
+            "message": "created in turn 1",
+        },
+        {
+            "path": "docs/guide.md",
+            "state": "deleted in turn 1",
+            "code": "file_deleted_in",
+            "params": {"number": 1},
+            "message": "deleted in turn 1",
+        },
+        {"path": "src/main.py", "state": "reverted", "code": "file_reverted", "params": {}, "message": "reverted"},
+        {"path": "other.txt", "state": "reverted", "code": "file_reverted", "params": {}, "message": "reverted"},
     ]
 
 
@@ -144,7 +162,13 @@ def test_a_revert_gives_one_notice_per_file_and_the_file_must_be_read_before_it_
     assert cli("notices", "--session", sid, "--json").json() == {
         "schema": 1,
         "notices": [
-            {"path": "src/main.py", "text": "Reverted the change to src/main.py", "code": "reverted_change_notice"}
+            {
+                "path": "src/main.py",
+                "text": "Reverted the change to src/main.py",
+                "code": "reverted_change_notice",
+                "params": {"path": "src/main.py"},
+                "message": "Reverted the change to src/main.py",
+            }
         ],
     }
     assert cli("notices", "--session", sid, "--json").json()["notices"] == []

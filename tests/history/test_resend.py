@@ -148,9 +148,27 @@ def test_revert_and_send_takes_every_change_back_and_notices_name_each_file(cli,
     assert log_json(cli, sid)["head"] == t1.id
     notices = cli("notices", "--session", sid, "--json").json()["notices"]
     assert notices == [
-        {"path": "z.txt", "text": "Reverted the change to z.txt", "code": "reverted_change_notice"},
-        {"path": "y.txt", "text": "Reverted the change to y.txt", "code": "reverted_change_notice"},
-        {"path": "x.txt", "text": "Reverted the change to x.txt", "code": "reverted_change_notice"},
+        {
+            "path": "z.txt",
+            "text": "Reverted the change to z.txt",
+            "code": "reverted_change_notice",
+            "params": {"path": "z.txt"},
+            "message": "Reverted the change to z.txt",
+        },
+        {
+            "path": "y.txt",
+            "text": "Reverted the change to y.txt",
+            "code": "reverted_change_notice",
+            "params": {"path": "y.txt"},
+            "message": "Reverted the change to y.txt",
+        },
+        {
+            "path": "x.txt",
+            "text": "Reverted the change to x.txt",
+            "code": "reverted_change_notice",
+            "params": {"path": "x.txt"},
+            "message": "Reverted the change to x.txt",
+        },
     ]
     after = tree_state(project)
     redo = cli("redo", "--session", sid, "--yes")  # its calls are deleted: a resend cannot be taken back

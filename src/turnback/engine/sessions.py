@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .facade import Engine
 
 TURN_WAIT_S = 60.0
+RESERVE_FULL = Message("store_disk_full")  # a turn ended only after the store's disk reserve was freed
 
 
 class _HeldTurn(NamedTuple):
@@ -185,7 +186,6 @@ class Sessions:
         """End the running turn: record the git refs it moved, and sum up what it changed."""
         from turnback.capture import git
         from turnback.render.summary import call_title
-        from turnback.store.store import RESERVE_FULL
 
         turn = self.current_turn(session_id)
         project = self.project_of_session(session_id)

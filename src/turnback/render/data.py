@@ -236,7 +236,7 @@ def status_data(status: SessionStatus, notes: Sequence[Message] = ()) -> dict[st
 
 def files_data(files: Sequence[tuple[str, Message]]) -> dict[str, Any]:
     """``files --json``: each file the session touched, and its state (as of, created in, deleted in turn N)."""
-    return {"files": [{"path": path, "state": word(state), "code": state.code} for path, state in files]}
+    return {"files": [{"path": path, "state": word(state), **message_data(state)} for path, state in files]}
 
 
 class ResendFile(Protocol):
@@ -258,12 +258,16 @@ def resend_files_data(files: Sequence[ResendFile]) -> list[dict[str, Any]]:
 
 
 def summary_data(summary: TurnSummary) -> dict[str, Any]:
+    """``turn end --json``'s summary: the totals, the line worded (``line``) and as data (``code``, ``params``,
+    ``message``; None for a turn that changed no file), and its notes worded."""
+    line = message_data(summary.line) if summary.line else {"code": None, "params": None, "message": None}
     return {
         "files": summary.files,
         "added": summary.added,
         "removed": summary.removed,
         "line": word(summary.line) if summary.line else "",
         "notes": [word(note) for note in summary.notes],
+        **line,
     }
 
 
@@ -288,7 +292,8 @@ def message_data(message: Message) -> dict[str, Any]:
 
 
 def row_data(row: PlanRow) -> dict[str, Any]:
-    """A plan or result row; ``code`` and ``message`` are its outcome (the result's note, else the plan's reason)."""
+    """A plan or result row; ``code``, ``params`` and ``message`` are its outcome (the result's note, else the
+    plan's reason): a reason of several clauses is code ``clauses``, and its params say which."""
     outcome = row.note or row.reason
     data: dict[str, Any] = {
         "action": row.action,
@@ -296,6 +301,7 @@ def row_data(row: PlanRow) -> dict[str, Any]:
         "reason": word(row.reason) if row.reason else None,
         "status": row.status,
         "code": outcome.code if outcome else None,
+        "params": outcome.to_json()["params"] if outcome else None,
         "message": word(outcome) if outcome else None,
     }
     if row.note:

@@ -50,11 +50,12 @@ class StoreCopied(NamedTuple):
 def _columns(table: str) -> list[str]:
     """The columns of *table* as this version's SQLite schema has them (the PostgreSQL one has them too)."""
     made = sqlite3.connect(":memory:")
+    made.row_factory = sqlite3.Row
     try:
         for statements in MIGRATIONS:
             for statement in statements:
                 made.execute(statement)
-        return [row[1] for row in made.execute(f"PRAGMA table_info({table})")]
+        return [row["name"] for row in made.execute(f"PRAGMA table_info({table})")]
     finally:
         made.close()
 

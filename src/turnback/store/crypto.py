@@ -104,11 +104,6 @@ class Crypto:
             return None
         return self.seal(text.encode("utf-8", "surrogateescape"), context.encode("utf-8", "surrogateescape"))
 
-    def open_text(self, sealed: bytes | None, context: str) -> str | None:
-        if sealed is None:
-            return None
-        return self.open(sealed, context.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
-
     # -- the key check ---------------------------------------------------------------------
 
     def make_key_check(self) -> bytes:

@@ -28,12 +28,21 @@ WAL_LIMIT_BYTES = 4 << 20
 DAMAGED_READ_ONLY = Message("store_damaged_read_only")
 
 
+# SQLite's primary result codes (sqlite.org/rescode.html); an extended code keeps its primary in the low byte.
+_BUSY, _LOCKED, _READONLY, _CORRUPT, _NOTADB = 5, 6, 8, 11, 26
+
+
 def _map_error(exc: sqlite3.Error, read_only_reason: Message = DAMAGED_READ_ONLY) -> Exception:
+    """What an SQLite error means for turnback, decided by SQLite's result code, never by its text (``no such
+    table: locked_rows`` is no lock). An error Python raises itself has no code: the database failed."""
     text = str(exc)
-    if "locked" in text or "busy" in text:
+    primary = (getattr(exc, "sqlite_errorcode", None) or 0) & 0xFF
+    if primary in (_BUSY, _LOCKED):
         return BusyError(Message("store_locked"))
-    if "readonly" in text:
+    if primary == _READONLY:
         return StoreError(read_only_reason)
+    if primary in (_CORRUPT, _NOTADB):
+        return StoreError(Message("store_database_damaged", reason=text))
     return StoreError(Message("store_database_failed", reason=text))
 
 

@@ -15,7 +15,7 @@ from turnback.store.sqlite.activity import ActivityQueries
 from turnback.store.sqlite.calls import CallQueries
 from turnback.store.sqlite.maintenance import MaintenanceQueries
 from turnback.store.sqlite.notices import NoticeQueries
-from turnback.store.sqlite.opening import DB_NAME, RESERVE_FULL, StoreOpening
+from turnback.store.sqlite.opening import DB_NAME, StoreOpening
 from turnback.store.sqlite.operations import OperationQueries, state_from_json, state_to_json
 from turnback.store.sqlite.sessions import ProjectQueries, SessionQueries
 from turnback.store.sqlite.snapshots import SnapshotQueries
@@ -42,4 +42,4 @@ if TYPE_CHECKING:  # mypy checks here that the SQLite store has everything the i
 
     _SQLITE_IS_A_BACKEND: type[StoreBackend] = Store
 
-__all__ = ["DB_NAME", "RESERVE_FULL", "CachedSnapshot", "Store", "state_from_json", "state_to_json"]
+__all__ = ["DB_NAME", "CachedSnapshot", "Store", "state_from_json", "state_to_json"]

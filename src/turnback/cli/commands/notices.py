@@ -6,6 +6,7 @@ import argparse
 
 from turnback.catalog import word
 from turnback.cli import _common
+from turnback.render.data import message_data
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -17,6 +18,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     notices = ctx.engine.take_notices(ctx.session().id)
     ctx.out.lines([word(message) for _, message in notices])
     ctx.out.json(
-        {"notices": [{"path": path, "text": word(message), "code": message.code} for path, message in notices]}
+        {"notices": [{"path": path, "text": word(message), **message_data(message)} for path, message in notices]}
     )
     return 0

@@ -9,7 +9,7 @@ from turnback import short_id
 from turnback.catalog import Message, join, say, word
 from turnback.cli import _common
 from turnback.render import text
-from turnback.render.terminal import pad
+from turnback.render.terminal import display_width, pad
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -22,7 +22,10 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session(with_turns=True)
     taken_back = engine.taken_back_by(session.id)
     items = []
-    for plan in reversed(engine.operations(session.id)):
+    operations = list(reversed(engine.operations(session.id)))
+    # The kind column is as wide as the widest kind listed (8: English's "rollback"; 日本語's is 12 columns).
+    kind_width = max([8, *(display_width(word(text.op_noun(plan.kind))) for plan in operations)])
+    for plan in operations:
         done = sum(1 for row in plan.rows if row.status == "done")
         when = datetime.datetime.fromtimestamp(plan.created_at / 1e9).strftime("%Y-%m-%d %H:%M:%S")
         notes = []
@@ -33,7 +36,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         if plan.reverses:
             notes.append(Message("op_takes_back", op=short_id(plan.reverses)))
         note = f"  ({join(notes)})" if notes else ""
-        kind = pad(word(text.op_noun(plan.kind)), 8)
+        kind = pad(word(text.op_noun(plan.kind)), kind_width)
         rows = say("rows_done", done=done, count=len(plan.rows))
         ctx.out.line(f"{short_id(plan.id)}  {when}  {kind} {rows}{note}")
         items.append(

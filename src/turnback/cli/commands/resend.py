@@ -41,9 +41,11 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     plan = engine.plan_resend(ctx.session(with_turns=True).id, args.turn, mode=args.mode or "revert")
     files = engine.resend_files(plan)
     width = max((display_width(quote(f.path)) for f in files), default=0) + 2
-    for item in files:
-        calls = say("n_calls", count=item.calls)
-        out.line(f"{pad(quote(item.path), width)}{pad(calls, 10)}+{item.added} -{item.removed}")
+    calls = [say("n_calls", count=item.calls) for item in files]
+    # Ten columns fit English's "99 calls"; a wider label (日本語's "1 件の呼び出し") widens the column.
+    calls_width = max([10, *(display_width(label) + 2 for label in calls)])
+    for item, label in zip(files, calls, strict=True):
+        out.line(f"{pad(quote(item.path), width)}{pad(label, calls_width)}+{item.added} -{item.removed}")
     if not files:
         out.line(say("resend_no_files"))
     files_data = data.resend_files_data(files)

@@ -128,7 +128,7 @@ def _pool(url: str) -> ConnectionPool[Connection] | None:
             from psycopg_pool import ConnectionPool
 
             if not _POOLS:
-                atexit.register(_close_pools)
+                atexit.register(close_pools)
             pool = ConnectionPool(
                 url,
                 min_size=1,
@@ -144,7 +144,9 @@ def _pool(url: str) -> ConnectionPool[Connection] | None:
         return pool
 
 
-def _close_pools() -> None:
+def close_pools() -> None:
+    """Close this process's connection pools, ending their threads (at exit; a forking scan of a tree runs in
+    one process while any thread runs); a store opened later connects again."""
     with _POOLS_LOCK:
         for pool in _POOLS.values():
             pool.close(timeout=1)
@@ -351,4 +353,4 @@ class PgDatabase:
         migrate_schema(self, self.schema_version(), MIGRATIONS, shown_location(self.url))
 
 
-__all__ = ["PgDatabase"]
+__all__ = ["PgDatabase", "close_pools"]

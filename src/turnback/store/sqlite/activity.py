@@ -21,7 +21,7 @@ class ActivityQueries(SqliteRecords):
         """A number that changes whenever another connection commits (SQLite's ``PRAGMA data_version``)."""
         row = self.db.one("PRAGMA data_version")
         assert row is not None  # a pragma that reads always answers one row
-        return int(row[0])
+        return int(row["data_version"])
 
     def activity(self) -> list[SessionActivity]:
         """Each session's newest turn, call and operation, and a marker that changes with any of its turns,

@@ -32,7 +32,6 @@ trash/ holds plain copies of files that undo operations displaced.
 
 RESERVE_NAME = "reserve"
 RESERVE_BYTES = 4 << 20  # room SQLite needs to end a turn on a full disk: its shared-memory file, a few WAL frames
-RESERVE_FULL = Message("store_disk_full")
 CHANGE_POLL_S = 0.1  # how often wait_for_change looks: SQLite tells no one of a commit
 
 
@@ -80,10 +79,7 @@ def _release_reserve(home: str) -> bool:
 
 def _damaged(error: StoreError) -> bool:
     """Whether SQLite said the database file is damaged (rather than busy, or not turnback's)."""
-    if error.code != "store_database_failed":
-        return False
-    text = str(error.message.params["reason"])
-    return "malformed" in text or "disk image" in text or "not a database" in text or "corrupt" in text
+    return error.code == "store_database_damaged"
 
 
 def _size(path: str) -> int | None:
@@ -291,4 +287,4 @@ class StoreOpening(SqliteRecords):
         return True
 
 
-__all__ = ["DB_NAME", "RESERVE_FULL", "StoreOpening", "existing_crypto", "new_crypto", "store_meta"]
+__all__ = ["DB_NAME", "StoreOpening", "existing_crypto", "new_crypto", "store_meta"]
