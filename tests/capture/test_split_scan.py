@@ -316,3 +316,16 @@ def test_scans_stay_in_one_process_when_asked_or_when_threads_run(monkeypatch: p
     finally:
         release.set()
         other.join()
+
+
+def test_a_file_tool_write_a_moment_ago_does_not_keep_scans_in_one_process(
+    engine: turnback.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    session = engine.new_session(str(root))
+    with engine.tool_turn(session.id, gap_s=0):
+        engine.write(session.id, "a.txt", b"one\n", cwd=str(root))  # leaves its staged-write thread waiting
+    assert any(thread.name == "turnback-staged-write" for thread in threading.enumerate())
+    monkeypatch.setenv("TURNBACK_SCAN_PROCESSES", "3")
+    assert scan.scan_processes() == 3

@@ -78,13 +78,24 @@ _PIPE_HOLDS = 1 << 16  # what a pipe holds unless it is asked for more (Linux, m
 def scan_processes() -> int:
     """How many processes a full scan of a large tree uses: ``TURNBACK_SCAN_PROCESSES``, or one per CPU this
     process may run on (at most ``SPLIT_MAX_PROCESSES``); one where forking is unsafe (other threads running)."""
-    if not hasattr(os, "fork") or threading.active_count() > 1:
+    if not hasattr(os, "fork") or _threads_unsafe_to_fork():
         return 1
     wanted = os.environ.get("TURNBACK_SCAN_PROCESSES", "")
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cpus, SPLIT_MAX_PROCESSES)
+
+
+# Threads a forked scan process does without: a file tool's staged write (capture/calls.py) holds no lock the
+# child takes (its queue's lock is made anew in a child), so a server that wrote a file a moment ago still splits.
+FORK_SAFE_THREADS = frozenset({"turnback-staged-write"})
+
+
+def _threads_unsafe_to_fork() -> bool:
+    """Whether a thread other than this one runs that a forked child might need a lock of."""
+    me = threading.current_thread()
+    return any(thread is not me and thread.name not in FORK_SAFE_THREADS for thread in threading.enumerate())
 
 
 def take_units(queue: int, units: list[tuple[int, str]], walk: Callable[[int, str], object]) -> None:
