@@ -39,6 +39,9 @@ def test_a_busy_mark_refuses_every_take_back_with_exit_3_until_it_ends(cli, engi
         assert (refused.rc, refused.err) == (3, expected), verb
     assert tree_state(project) == before
     assert "busy: compaction" in cli("status", "--session", sid).lines
+    status = cli("status", "--session", sid, "--json").json()
+    assert status["busy"] == ["compaction"]
+    assert [(r["code"], r["message"]) for r in status["busy_reasons"]] == [("plain", "compaction")]
     assert cli("ops", "--session", sid).out == "no operations yet\n"
 
     ended = cli("busy", "end", "--session", sid, "compaction")

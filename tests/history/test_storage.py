@@ -340,3 +340,24 @@ def test_status_counts_the_kept_copies(cli, engine, project: Path) -> None:  # t
     assert 2048 + 2048 < kept < 2048 + 2048 + 128  # the copy, and the call's input (the same text, sealed)
     assert shown.lines[-1] == f"kept for reverting (copies and call input): {human_size(kept)} (store.max_mib 32)"
     assert cli("status", "--session", session.id, "--json").json()["kept_bytes"] == kept
+
+
+@SQLITE_FILE
+def test_verify_json_gives_each_damaged_record_as_a_code_with_its_params(
+    cli, engine, home: Path, project: Path
+) -> None:  # type: ignore[no-untyped-def]
+    session = engine.new_session(str(project), title="a title")
+    engine.close()
+    with sqlite3.connect(home / "turnback.db") as db:
+        (sealed,) = db.execute("SELECT title_enc FROM sessions WHERE id=?", (session.id,)).fetchone()
+        flipped = bytearray(sealed)
+        flipped[len(flipped) // 2] ^= 0x01
+        db.execute("UPDATE sessions SET title_enc=? WHERE id=?", (bytes(flipped), session.id))
+    db.close()
+    data = cli("verify", "--json").json()
+    assert data["ok"] is False
+    assert data["records"] == {session.id: [f"the title of session {short_id(session.id)}"]}
+    [damaged] = data["damaged_records"][session.id]
+    assert (damaged["code"], damaged["params"]["column"]) == ("record_sealed_value", "title")
+    assert damaged["message"] == f"the title of session {short_id(session.id)}"
+    assert data["integrity"] == data["integrity_problems"] == []

@@ -219,8 +219,9 @@ def sessions_data(listed: Sequence[tuple[Session, Project, int]], defaults: Coll
 
 
 def status_data(status: SessionStatus, notes: Sequence[Message] = ()) -> dict[str, Any]:
-    """``status --json``: the head, what runs or marks the session busy, an interrupted operation, what is kept;
-    *notes*: what the text says above it (installed hooks that have not run yet), each as :func:`message_data`."""
+    """``status --json``: the head, what runs or marks the session busy (``busy`` worded, ``busy_reasons`` as
+    :func:`message_data`), an interrupted operation, what is kept; *notes*: what the text says above it
+    (installed hooks that have not run yet), each as :func:`message_data`."""
     interrupted = status.interrupted
     return {
         "notes": [message_data(note) for note in notes],
@@ -228,6 +229,7 @@ def status_data(status: SessionStatus, notes: Sequence[Message] = ()) -> dict[st
         "head": status.session.head,
         "running_turns": [t.id for t in status.running],
         "busy": [word(reason) for reason in status.busy],
+        "busy_reasons": [message_data(reason) for reason in status.busy],
         "commands": [c.id for c in status.commands],
         "interrupted": plan_data(interrupted, applied=False) if interrupted else None,
         "kept_bytes": status.kept_bytes,

@@ -11,6 +11,7 @@ import argparse
 from turnback import short_id
 from turnback.catalog import Message, say, word
 from turnback.cli import _common
+from turnback.render import data
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -44,8 +45,13 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             "ok": damage.clean,
             "damaged_blobs": len(damage.blobs),
             "integrity": [word(problem) for problem in damage.integrity],
+            "integrity_problems": [data.message_data(problem) for problem in damage.integrity],
             "sessions": {session: list(calls) for session, calls in damage.calls_by_session.items()},
             "records": {session: [word(r) for r in records] for session, records in damage.records_by_session.items()},
+            "damaged_records": {
+                session: [data.message_data(r) for r in records]
+                for session, records in damage.records_by_session.items()
+            },
             "intact_sessions": list(damage.intact_sessions),
         }
     )
