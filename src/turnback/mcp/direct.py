@@ -86,7 +86,7 @@ async def direct_tools(server: MCPServer, functions: Mapping[str, ToolFunction])
 def answer_directly(server: MCPServer, functions: Mapping[str, ToolFunction]) -> None:
     """Route the server's ``tools/call`` through :func:`call_tool_directly` where it may (see
     :func:`direct_tools`; worked out at the first call), else to the SDK's handler."""
-    lowlevel = server._lowlevel_server  # no public handle; mcp/server.py's _run_stdio uses it the same way
+    lowlevel = server._lowlevel_server  # no public handle; mcp/wire.py's run_stdio uses it the same way
     routed = lowlevel.get_request_handler("tools/call")
     if routed is None:
         raise RuntimeError("the SDK's server has no tools/call handler")
