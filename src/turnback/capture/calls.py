@@ -164,8 +164,8 @@ class _StagedThreads:
     A thread started for each write cost 0.2-4 ms of the call on this busy 2-core machine (``Thread.start``
     waits until the new thread runs, and a new thread queues behind every other), where a waiting thread
     is woken at once. An action (a temp file written, or a replaced file closed after its call) goes to a
-    waiting thread, else to a new one, so none queues behind another. Idle, a thread ends, so a process that wrote a while ago
-    has one thread again (a large scan forks only then: ``capture/scan/split.py``).
+    waiting thread, else to a new one, so none queues behind another. Idle, a thread ends. A waiting one holds
+    no lock a forked child takes, so a large scan still forks (``capture/scan/split.py``, FORK_SAFE_THREADS).
     """
 
     IDLE_S = 5.0
