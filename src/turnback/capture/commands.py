@@ -187,8 +187,8 @@ def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> Pen
     When the project's watcher knows what changed since the cache was taken,
     only those paths are visited; otherwise every path is.
     """
-    cached = store.latest_snapshot(project.id)
-    stored = load_snapshot(store, cached.id, cached.data) if cached else None
+    cached = store.latest_snapshot(project.id, data=False)  # read on a miss only: the process may hold it decoded
+    stored = load_snapshot(store, cached.id) if cached else None
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
     result = None
