@@ -597,8 +597,8 @@ def record_since_last_scan(
     and what differs at *path* is the call's change. With no scan before it, that change is recorded as not
     covered, *no_scan* saying why (and this scan is the next call's baseline)."""
     store, project = target.store, target.project
-    cached = store.latest_snapshot(project.id)
-    stored = load_snapshot(store, cached.id, cached.data) if cached is not None else None
+    cached = store.latest_snapshot(project.id, data=False)
+    stored = load_snapshot(store, cached.id) if cached is not None else None
     with store.transaction():
         call_id = store.create_call(target.turn, tool, raw_input)
     call = store.call(call_id)
