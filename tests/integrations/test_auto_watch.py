@@ -280,3 +280,62 @@ def test_a_watcher_that_cannot_watch_every_folder_ends_and_is_not_started_again_
         assert watch_status(home, project).rc == 1
     finally:
         locked.chmod(0o755)
+
+
+def test_bash_pairs_on_a_watched_tree_record_exactly_what_changed_and_undo_gives_the_bytes_back(
+    home: Path, project: Path, reaper: Reaper
+) -> None:
+    """Each Bash call's scans, vouched for by the watcher, visit only what changed: what each records is
+    exactly its command's (files made, edited, deleted; folders made, renamed, removed, replaced by a file),
+    the stat cache they keep matches a full scan, and undoing the turns gives every byte back."""
+    lower_threshold(home, project)
+    (project / "lib" / "deep" / "er").mkdir(parents=True)
+    (project / "lib" / "deep" / "er" / "leaf.txt").write_bytes(b"leaf\n")
+    (project / "lib" / "deep" / "top.txt").write_bytes(b"top\n")
+    (project / "old").mkdir()
+    (project / "old" / "gone.txt").write_bytes(b"to be removed with its folder\n")
+    before = project_state(project)
+    claude = started_session(home, project)
+    assert bash_changes(home, project, claude, "true") == []
+    pid = wait_for_watcher(home, reaper)
+    assert bash_changes(home, project, claude, "true") == []  # the first scan after it starts visits everything
+    turns = [
+        (
+            "printf x >> README.md; printf n > src/n.txt; rm docs/guide.md",
+            [("README.md", "modified"), ("docs/guide.md", "deleted"), ("src/n.txt", "new")],
+        ),
+        (
+            "mv lib moved",
+            [
+                ("lib", "deleted"),
+                ("lib/deep", "deleted"),
+                ("lib/deep/er", "deleted"),
+                ("lib/deep/er/leaf.txt", "deleted"),
+                ("lib/deep/top.txt", "deleted"),
+                ("moved", "new"),
+                ("moved/deep", "new"),
+                ("moved/deep/er", "new"),
+                ("moved/deep/er/leaf.txt", "new"),
+                ("moved/deep/top.txt", "new"),
+            ],
+        ),
+        (
+            "mkdir -p made/a && printf 1 > made/a/one.txt && printf y >> moved/deep/top.txt",
+            [("made", "new"), ("made/a", "new"), ("made/a/one.txt", "new"), ("moved/deep/top.txt", "modified")],
+        ),
+        ("rm -r old && printf file > old", [("old", "modified"), ("old/gone.txt", "deleted")]),
+        ("printf z >> src/n.txt", [("src/n.txt", "modified")]),
+    ]
+    states = []
+    for command, expected in turns:
+        states.append(project_state(project))
+        assert bash_changes(home, project, claude, command) == expected, command
+        claude.stop()
+        claude.prompt("next")
+    token = cache_matches_a_full_scan(home, str(project.resolve()))
+    assert token is not None and token.startswith(f"{pid}-")  # the watcher answered every scan since
+    claude.stop()
+    for state in reversed(states):
+        assert cli(home, project, "undo", "--yes").rc == 0
+        assert project_state(project) == state
+    assert project_state(project) == before

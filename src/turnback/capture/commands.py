@@ -45,6 +45,7 @@ from turnback.capture.reach import spelled
 from turnback.capture.scan import (
     DICT_SAMPLES,
     Entry,
+    Layered,
     ScanRules,
     Snapshot,
     StoredSnapshot,
@@ -54,11 +55,13 @@ from turnback.capture.scan import (
     diff_snapshots,
     encode_snapshot,
     encode_snapshot_delta,
+    flat,
     folder_fingerprint,
     load_snapshot,
     remember_snapshot,
     rescan_tree,
     scan_tree,
+    stored_snapshot,
 )
 from turnback.catalog import Message
 from turnback.errors import StoreError
@@ -145,42 +148,73 @@ DELTA_MIN_ENTRIES = 512
 DELTA_FRACTION = 16
 
 
+class PendingScan(NamedTuple):
+    """A scan of the project, not kept yet as its stat cache: ``keep`` keeps it, in the transaction of what the
+    caller records with it (one synced commit for both); once that is committed, ``adopt`` starts the background
+    copy of the git objects a first snapshot stands on."""
+
+    project: Project
+    snapshot: Snapshot
+    token: str | None
+    cached: CachedSnapshot | None
+    stored: StoredSnapshot | None
+    touched: set[str] | None
+
+    def keep(self, store: StoreBackend) -> ProjectScan:
+        """Keep the scan as the project's stat cache (unless nothing changed)."""
+        cached, touched = self.cached, self.touched
+        if cached is not None and touched is not None and not touched and self.token == cached.watch_token:
+            return ProjectScan(self.snapshot, cached.id, cached.id, set())
+        snapshot_id = _save_cache(store, self.project, self.snapshot, self.token, cached, self.stored, touched)
+        return ProjectScan(self.snapshot, snapshot_id, cached.id if cached else None, touched)
+
+    def adopt(self, store: StoreBackend) -> None:
+        if self.stored is None and any(entry.git_oid for entry in self.snapshot.values()):
+            spawn_helper(store, ["_adopt", self.project.id], cwd=self.project.root)  # copied in, in the background
+
+
 def scan_project(store: StoreBackend, project: Project, rules: ScanRules) -> ProjectScan:
-    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
+    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed)."""
+    pending = scan_pending(store, project, rules)
+    scanned = pending.keep(store)
+    pending.adopt(store)
+    return scanned
+
+
+def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> PendingScan:
+    """Scan the project against its stat cache (for the caller to keep: ``PendingScan.keep``).
 
     When the project's watcher knows what changed since the cache was taken,
     only those paths are visited; otherwise every path is.
     """
-    cached = store.latest_snapshot(project.id)
-    stored = load_snapshot(store, cached.id, cached.data) if cached else None
-    previous = stored.snapshot if stored else None
+    cached = store.latest_snapshot(project.id, data=False)  # read on a miss only: the process may hold it decoded
+    stored = load_snapshot(store, cached.id) if cached else None
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
     result = None
-    if answer is not None and answer.paths is not None and previous is not None:
-        result = rescan_tree(store, project.root, rules, previous, answer.paths, now_ns=now_ns)
+    if answer is not None and answer.paths is not None and stored is not None:
+        result = rescan_tree(store, project.root, rules, stored.snapshot, answer.paths, now_ns=now_ns)
+    # A full scan looks up every path: in a plain dict (a copy of a layered cache, shared entries)
+    previous = flat(stored.snapshot) if stored is not None and result is None else None
     if result is None:
         index = gitindex.read_index(project.root) if previous is None else None  # a first snapshot reads no file
         result = scan_tree(store, project.root, rules, previous, now_ns=now_ns, git_index=index)
     token = answer.token if answer is not None else None
     touched: set[str] | None = None
-    if previous is not None:
+    if stored is not None:
         if result.touched is not None:
             touched = result.touched
+            was: Snapshot = stored.snapshot
         else:  # a full scan keeps the very entry of each path whose stat did not change
-            now = result.snapshot
+            assert previous is not None
+            was, now = previous, result.snapshot
             if len(now) == len(previous) and all(map(operator.is_, now.values(), previous.values())):
                 touched = set()  # each entry kept, in the same order (an entry belongs to one path): nothing changed
             else:  # the paths whose entry is not the one kept, and the paths gone (iterators only: 60k paths)
                 kept = map(operator.is_not, now.values(), map(previous.get, now.keys()))
                 touched = set(itertools.compress(now.keys(), kept)) | (previous.keys() - now.keys())
-        touched = {path for path in touched if result.snapshot.get(path) != previous.get(path)}
-    if cached is not None and touched is not None and not touched and token == cached.watch_token:
-        return ProjectScan(result.snapshot, cached.id, cached.id, set())
-    snapshot_id = _save_cache(store, project, result.snapshot, token, cached, stored, touched)
-    if previous is None and any(entry.git_oid for entry in result.snapshot.values()):
-        spawn_helper(store, ["_adopt", project.id], cwd=project.root)  # copy them in, in the background
-    return ProjectScan(result.snapshot, snapshot_id, cached.id if cached else None, touched)
+        touched = {path for path in touched if result.snapshot.get(path) != was.get(path)}
+    return PendingScan(project, result.snapshot, token, cached, stored, touched)
 
 
 def _save_cache(
@@ -213,12 +247,13 @@ def _save_cache(
                 content_bytes=held if held is not None else content_bytes(snapshot),
                 base_id=base_id,
             )
-            remember_snapshot(store, StoredSnapshot(snapshot_id, snapshot, base_id, delta))
+            remember_snapshot(store, stored_snapshot(snapshot_id, snapshot, base_id, delta))
             return snapshot_id
+    whole = flat(snapshot)
     snapshot_id = store.save_snapshot(
-        project.id, encode_snapshot(snapshot), len(snapshot), watch_token=token, content_bytes=content_bytes(snapshot)
+        project.id, encode_snapshot(whole), len(whole), watch_token=token, content_bytes=content_bytes(whole)
     )
-    remember_snapshot(store, StoredSnapshot(snapshot_id, snapshot, None, None))
+    remember_snapshot(store, stored_snapshot(snapshot_id, whole))
     return snapshot_id
 
 
@@ -272,7 +307,7 @@ def _with_git_copies(store: StoreBackend, root: str, snapshot: Snapshot, paths: 
     if not entries:
         return snapshot
     copied = copy_git_objects(store, root, (entry.git_oid or "" for entry in entries.values()))
-    updated = dict(snapshot)
+    updated = Layered.over(snapshot)  # (a copy of the changed entries only)
     for path, entry in entries.items():
         blob = copied.get(entry.git_oid or "")
         if blob is not None:
@@ -446,15 +481,18 @@ def start_call(
     *,
     kind: CallKind,
     unasked: bool,
+    external_id: tuple[str, str] | None = None,
 ) -> tuple[CallId, CallBefore]:
-    """Scan the baseline, copy the outside paths the command names, and record a running call."""
+    """Scan the baseline, copy the outside paths the command names, and record a running call (known to its
+    harness as *external_id*: kind, id). The baseline and the call are kept in one transaction."""
     store = target.store
-    baseline = scan_project(store, target.project, rules)
+    pending = scan_pending(store, target.project, rules)
     outside_paths = named_outside_paths(argv, cwd, target.project.root, store_folder(store))
     watches, outside = watch_outside(store, outside_paths, outside_rules)
-    before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
     raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
     with store.transaction():
+        baseline = pending.keep(store)
+        before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
         snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(outside), purpose="call")
         call_id = store.create_call(
             target.turn,
@@ -465,6 +503,9 @@ def start_call(
             baseline_id=baseline.snapshot_id,
             unasked=unasked,
         )
+        if external_id is not None:
+            store.set_call_external_id(call_id, store.external_id(*external_id))
+    pending.adopt(store)
     return call_id, before
 
 
@@ -499,11 +540,12 @@ def finish_call(
     command ran: not the command's. A path whose state did not change (rewritten with the same bytes) is no
     change at all. *only*: the paths the call can have changed (every other difference is not its).
     """
-    scanned = scan_project(store, project, rules)
-    after = scanned.snapshot
+    pending = scan_pending(store, project, rules)
+    after = pending.snapshot
     changes: list[tuple[str, FileState, FileState, bool, Message | None]] = []
     # A partial scan from the command's own baseline knows the only paths that can differ.
-    where = scanned.touched if scanned.since_id == before.baseline_id else None
+    since_id = pending.cached.id if pending.cached is not None else None
+    where = pending.touched if since_id == before.baseline_id else None
     if only is not None:
         where = set(only) if where is None else where & set(only)
     differences = diff_snapshots(before.project, after, where)
@@ -530,12 +572,14 @@ def finish_call(
             was = FileState("file") if watch.stamp is not None else ABSENT
             changes.append((watch.path, was, changed, True, watch.reason))
     turn = store.turn(call.turn_id)
-    with store.transaction():
+    with store.transaction():  # the new stat cache and the call's changes: one commit
+        pending.keep(store)
         for seq, (path, old, new, outside, reason) in enumerate(changes):
             store.add_change(call.id, seq, project.id, RelPath(path), old, new, outside=outside, not_covered=reason)
         store.finish_call(
             call.id, "done" if error is None else "failed", error, exit_code=exit_code, late=turn.status != "running"
         )
+    pending.adopt(store)
 
 
 def record_since_last_scan(
@@ -553,8 +597,8 @@ def record_since_last_scan(
     and what differs at *path* is the call's change. With no scan before it, that change is recorded as not
     covered, *no_scan* saying why (and this scan is the next call's baseline)."""
     store, project = target.store, target.project
-    cached = store.latest_snapshot(project.id)
-    stored = load_snapshot(store, cached.id, cached.data) if cached is not None else None
+    cached = store.latest_snapshot(project.id, data=False)
+    stored = load_snapshot(store, cached.id) if cached is not None else None
     with store.transaction():
         call_id = store.create_call(target.turn, tool, raw_input)
     call = store.call(call_id)

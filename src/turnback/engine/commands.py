@@ -65,13 +65,22 @@ class Commands:
     # -- one call's start and end ----------------------------------------------------------
 
     def _start(
-        self, target: CallTarget, argv: Sequence[str], workdir: str, *, kind: CallKind, unasked: bool
+        self,
+        target: CallTarget,
+        argv: Sequence[str],
+        workdir: str,
+        *,
+        kind: CallKind,
+        unasked: bool,
+        external_id: tuple[str, str] | None = None,
     ) -> tuple[CallId, commands.CallBefore]:
         """Scan the baseline and record the running call (see ``capture.commands.start_call``)."""
         from turnback.capture import commands
 
         rules, outside = self.scan_rules(target.project), self._outside_rules(target.project)
-        call_id, before = commands.start_call(target, argv, workdir, rules, outside, kind=kind, unasked=unasked)
+        call_id, before = commands.start_call(
+            target, argv, workdir, rules, outside, kind=kind, unasked=unasked, external_id=external_id
+        )
         self._engine._watcher.start_if_big(target.project, len(before.project))
         return call_id, before
 
@@ -106,11 +115,6 @@ class Commands:
         with self._store.transaction():
             self._store.set_call_processes(call_id, pid=pid, pid_start=process_start(pid))
 
-    def _set_external_id(self, call_id: CallId, external_id: tuple[str, str] | None) -> None:
-        if external_id is not None:
-            with self._store.transaction():
-                self._store.set_call_external_id(call_id, self._store.external_id(*external_id))
-
     # -- commands a harness runs itself ----------------------------------------------------
 
     def begin_command(
@@ -130,8 +134,9 @@ class Commands:
         target = self._engine._tools.target(session_id)
         workdir = self._engine._paths.workdir(target.project, cwd)
         kind: CallKind = "job" if background else "command"
-        call_id, _ = self._start(target, ["sh", "-c", command], workdir, kind=kind, unasked=False)
-        self._set_external_id(call_id, external_id)
+        call_id, _ = self._start(
+            target, ["sh", "-c", command], workdir, kind=kind, unasked=False, external_id=external_id
+        )
         return call_id
 
     def finish_command(

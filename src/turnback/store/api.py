@@ -385,8 +385,9 @@ class SnapshotStore(Protocol):
 
     def snapshot(self, snapshot_id: str) -> bytes | None: ...
 
-    def latest_snapshot(self, project_id: ProjectId) -> CachedSnapshot | None:
-        """The project's stat cache, if it has one."""
+    def latest_snapshot(self, project_id: ProjectId, *, data: bool = True) -> CachedSnapshot | None:
+        """The project's stat cache, if it has one (without *data*: all but its data, which stays unread: a
+        process that holds it decoded reads only its id)."""
 
     def cache_content_bytes(self, project_id: ProjectId) -> int | None:
         """What the project's stat cache's copies hold, without reading it (None: not known)."""

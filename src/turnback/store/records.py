@@ -89,7 +89,7 @@ class SealedNotice(NamedTuple):
 
 class CachedSnapshot(NamedTuple):
     id: str
-    data: bytes
+    data: bytes | None  # None when not asked for
     watch_token: str | None  # the watcher's token the scan was taken at, if a watcher answered
     content_bytes: int | None  # what its copies hold (None: not counted when it was saved)
 

@@ -14,6 +14,7 @@ def test_the_latest_stat_cache_is_the_projects_and_older_ones_go(backend: StoreB
     first = backend.save_snapshot(project.id, b"first cache", 3, content_bytes=10)
     second = backend.save_snapshot(project.id, b"second cache", 4, watch_token="w-7", content_bytes=20)
     assert backend.latest_snapshot(project.id) == (second, b"second cache", "w-7", 20)
+    assert backend.latest_snapshot(project.id, data=False) == (second, None, "w-7", 20)
     assert backend.cache_content_bytes(project.id) == 20
     assert backend.snapshot(second) == b"second cache"
     assert backend.snapshot(first) is None  # no running command started from it

@@ -1,7 +1,8 @@
 """Tree snapshots of a project: a stat cache that re-reads only what changed.
 
 - ``entries``: a snapshot's entries, the rules a scan follows and what it gives back;
-- ``encoding``: a stat cache as saved (whole, or a delta from a whole one) and the one kept decoded;
+- ``encoding``: a stat cache as saved (whole, or a delta from a whole one) and the ones kept decoded;
+- ``layers``: a snapshot in memory as a full one and a layer of what differs, which a partial scan copies;
 - ``walk``: the walk that stats every path and stores what changed;
 - ``split``: a large tree's scan split over processes that only find what changed;
 - ``rescan``: a partial scan, visiting only the paths a watcher (or ``split``) names;
@@ -23,8 +24,10 @@ from turnback.capture.scan.encoding import (
     load_snapshot,
     remember_snapshot,
     stored_entries,
+    stored_snapshot,
 )
 from turnback.capture.scan.entries import Entry, EntryKind, ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.layers import Layered, flat
 from turnback.capture.scan.rescan import rescan_tree
 from turnback.capture.scan.split import SPLIT_MAX_PROCESSES, find_changes, scan_processes
 from turnback.capture.scan.tree import scan_tree
@@ -38,6 +41,7 @@ __all__ = [
     "Delta",
     "Entry",
     "EntryKind",
+    "Layered",
     "ScanResult",
     "ScanRules",
     "Snapshot",
@@ -50,6 +54,7 @@ __all__ = [
     "encode_snapshot",
     "encode_snapshot_delta",
     "find_changes",
+    "flat",
     "folder_fingerprint",
     "load_snapshot",
     "remember_snapshot",
@@ -57,4 +62,5 @@ __all__ = [
     "scan_processes",
     "scan_tree",
     "stored_entries",
+    "stored_snapshot",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import MutableMapping
 from typing import Literal, NamedTuple
 
 from turnback.capture.gitindex import GIT_PREFIX
@@ -100,7 +101,8 @@ class Entry(NamedTuple):
         return FileState("special")
 
 
-Snapshot = dict[str, Entry]
+# A snapshot: path -> entry. A plain dict, or (a stat cache built on a full one) ``layers.Layered``.
+Snapshot = MutableMapping[str, Entry]
 
 
 class ScanRules(NamedTuple):

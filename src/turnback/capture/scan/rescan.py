@@ -1,17 +1,22 @@
 """Partial rescans: a snapshot brought up to date by visiting only the paths a watcher reports changed (or
-that ``find_changes`` found)."""
+that ``find_changes`` found).
+
+What a rescan costs grows with the paths it visits, not with the tree: it records into a new layer on the
+previous snapshot (``layers.Layered``: no copy of it), and what it must know of the whole tree (the files read
+again every time, what is below a folder gone) is kept with the full snapshot the layers share.
+"""
 
 from __future__ import annotations
 
-import itertools
 import os
 
-from turnback.capture.scan.entries import ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.layers import Layered
 from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner, open_folder
 from turnback.store.api import StoreBackend
 
 
-def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules, *, walked: bool) -> dict[str, bool]:
+def _units(previous: Layered, changed: dict[str, bool], rules: ScanRules, *, walked: bool) -> dict[str, bool]:
     """The paths a partial scan visits (and whether all below each, too) for the paths a watcher reports
     (or, *walked*, the paths a walk found changed).
 
@@ -34,9 +39,8 @@ def _units(previous: Snapshot, changed: dict[str, bool], rules: ScanRules, *, wa
                 unit, deep = "/".join(parts[:i]), True
                 break
         units[unit] = units.get(unit, False) or deep
-    for path, entry in () if walked else previous.items():
-        if entry.racy or entry.linked:  # inotify names only the link a file was written through
-            units.setdefault(path, False)
+    for path in () if walked else previous.reread():  # racy files; linked ones (inotify names only the link used)
+        units.setdefault(path, False)
     return units
 
 
@@ -60,11 +64,13 @@ def rescan_tree(
 ) -> ScanResult | None:
     """*previous* brought up to date by visiting only *changed* (path: whether all below it too), as a
     watcher reports them (or, *walked*, as ``find_changes`` does); ``None`` when only a full scan can tell."""
-    units = _units(previous, changed, rules, walked=walked)
+    snapshot = Layered.over(previous)
+    units = _units(snapshot, changed, rules, walked=walked)
     writer = BatchedWriter(store)
     scanner = Scanner(rules, previous, writer.put, now_ns, None, root)
-    scanner.snapshot = dict(previous)
+    scanner.snapshot = snapshot
     cleared: set[str] = set()  # folders whose earlier contents go: gone, no longer folders, or walked anew
+    emptied: list[str] = []  # those of them that were folders (nothing is below a path that was none)
     walks: list[str] = []
     touched: set[str] = set(units)
     try:
@@ -80,6 +86,7 @@ def rescan_tree(
                 if parent_fd is None:
                     if was_folder:
                         cleared.add(unit)
+                        emptied.append(unit)
                     continue
                 try:
                     scanner.scan_entry(parent_fd, name, unit)
@@ -89,24 +96,30 @@ def rescan_tree(
                 if new is None or new.kind != "dir":
                     if was_folder:  # what was below it goes (a file's unit has nothing below it)
                         cleared.add(unit)
+                        emptied.append(unit)
                 elif units[unit] or not was_folder:
                     cleared.add(unit)
                     walks.append(unit)
-            if cleared:
-                gone = [p for p in scanner.snapshot if _below(p, cleared)]
-                for path in gone:
-                    del scanner.snapshot[path]
-                touched.update(gone)
+                    if was_folder:
+                        emptied.append(unit)
+            gone = {path for folder in emptied for path in snapshot.below(folder)}
+            for path in gone:
+                del snapshot[path]
+            touched.update(gone)
             for unit in walks:
                 folder_fd = open_folder(root_fd, unit)
                 if folder_fd is not None:
-                    size = len(scanner.snapshot)
+                    # Walked into a dict of its own (what was below the folder was cleared above): its keys are
+                    # what the walk found. The folder's own entry goes with it, for the walk to mark unreadable.
+                    walked_entries: dict[str, Entry] = {unit: snapshot[unit]}
+                    scanner.snapshot = walked_entries
                     try:
                         scanner.walk_from(folder_fd, unit + "/")
                     finally:
                         os.close(folder_fd)
-                    # What was below the folder was cleared above, so the walk's entries are the newest keys.
-                    touched.update(itertools.islice(reversed(scanner.snapshot), len(scanner.snapshot) - size))
+                        scanner.snapshot = snapshot
+                        snapshot.update(walked_entries)
+                        touched.update(walked_entries)
         finally:
             os.close(root_fd)
     except NotKnown:
@@ -116,4 +129,4 @@ def rescan_tree(
         writer.abort(exc)
         raise
     writer.commit()
-    return ScanResult(scanner.snapshot, scanner.files_read, scanner.bytes_read, touched)
+    return ScanResult(snapshot, scanner.files_read, scanner.bytes_read, touched)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from turnback.capture.gitindex import GitIndex
 from turnback.capture.scan.cold import scan_cold
 from turnback.capture.scan.entries import ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.layers import flat
 from turnback.capture.scan.rescan import rescan_tree
 from turnback.capture.scan.split import find_changes, scan_processes
 from turnback.capture.scan.walk import BatchedWriter, Scanner
@@ -32,6 +33,7 @@ def scan_tree(
     several processes that only find what changed (``find_changes``); the changed paths are then
     recorded as a watcher's are.
     """
+    previous = flat(previous) if previous is not None else None  # looked up at every path: a plain dict
     if previous and only is None and len(previous) >= SPLIT_MIN_ENTRIES and (processes := scan_processes()) > 1:
         changed = find_changes(root, rules, previous, now_ns=now_ns, processes=processes)
         if changed is not None:

@@ -60,18 +60,18 @@ class SnapshotQueries(SqliteRecords):
         row = self.db.one("SELECT data_enc FROM snapshots WHERE id=?", (snapshot_id,))
         return None if row is None else self._open_bytes(row["data_enc"], f"snapshots:{snapshot_id}")
 
-    def latest_snapshot(self, project_id: ProjectId) -> CachedSnapshot | None:
-        """The project's stat cache, if it has one."""
+    def latest_snapshot(self, project_id: ProjectId, *, data: bool = True) -> CachedSnapshot | None:
+        """The project's stat cache, if it has one (without *data*: all but its data, which stays unread)."""
         row = self.db.one(
-            "SELECT id, data_enc, watch_token, content_bytes FROM snapshots WHERE project_id=? AND purpose='cache'"
-            " ORDER BY created_at DESC, id DESC LIMIT 1",
+            f"SELECT id, {'data_enc' if data else 'NULL AS data_enc'}, watch_token, content_bytes FROM snapshots"
+            " WHERE project_id=? AND purpose='cache' ORDER BY created_at DESC, id DESC LIMIT 1",
             (project_id,),
         )
         if row is None:
             return None
         return CachedSnapshot(
             row["id"],
-            self._open_bytes(row["data_enc"], f"snapshots:{row['id']}"),
+            self._open_bytes(row["data_enc"], f"snapshots:{row['id']}") if data else None,
             row["watch_token"],
             row["content_bytes"],
         )
