@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-import time
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -196,7 +196,7 @@ def test_the_result_of_an_apply_is_the_operation_as_the_journal_keeps_it(engine,
     assert result.plan == engine.plan(result.plan.id)
 
 
-def test_a_file_changed_after_the_plan_with_its_size_and_mtime_kept_is_still_refused(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_changed_after_the_plan_keeping_its_size_and_mtime_is_refused(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
     """The apply trusts the plan's content id for a file whose stat is the one the plan read; a write that keeps
     the size and puts the mtime back (``os.utime``) still moves the ctime, so the row is refused, not applied."""
     turn_of(engine, session, "one", ("README.md", b"agent\n"), ("run.sh", b"agent\n"))
