@@ -357,10 +357,13 @@ class _Applier:
                     views[id(tree)].remove_temp_files(RelPath(folder) if folder else None)
                 except TurnbackError:
                     pass  # a folder that became a link or vanished holds no temp file of ours
-        if resumed and os.path.isdir(self.trash_dir):
+        if not os.path.isdir(self.trash_dir):
+            return
+        trash = self.trash  # refuses a trash folder that is not this user's own folder (a link put there before)
+        if resumed:
             for folder, _, _ in os.walk(self.trash_dir):
                 relative = os.path.relpath(folder, self.trash_dir)
-                self.trash.remove_temp_files(None if relative == "." else RelPath(relative))
+                trash.remove_temp_files(None if relative == "." else RelPath(relative))
 
     # -- a batch of file rows ------------------------------------------------------------------------
 
