@@ -473,6 +473,8 @@ def make_checkout(tree: Path) -> int:
     """
     st = os.lstat(tree)
     project_git(tree, "init", "-q", "-b", "main")
+    # No background `git gc --auto` after the commit: it would pack and delete loose objects while copies are made.
+    project_git(tree, "config", "gc.auto", "0")
     project_git(tree, "add", "-A")
     project_git(tree, "commit", "-q", "-m", "base")
     os.utime(tree, ns=(st.st_atime_ns, st.st_mtime_ns))
@@ -1242,6 +1244,52 @@ class UndoManyFigures:
     plan_s: list[float]
     apply_s: list[float]
     git_lost_folders: list[int]
+    syncs: list[SyncCount] = field(default_factory=list)
+
+
+@dataclass
+class SyncCount:
+    """The syncs of one undo (plan + apply), counted rather than timed: a count that load cannot blur."""
+
+    fsyncs: int = 0  # fsync and fdatasync calls of turnback's own (its threads included)
+    syncfs: int = 0  # syncfs calls (one per file system, for a big batch)
+    commits: int = 0  # store transactions committed (SQLite syncs its log in each durable one)
+
+
+@contextlib.contextmanager
+def counting_syncs() -> Iterator[SyncCount]:
+    """Count the syncs turnback makes while the block runs (os.fsync, os.fdatasync and its syncfs, wrapped)."""
+    import turnback.fsio as fsio
+
+    count = SyncCount()
+    real_fsync, real_fdatasync, real_syncfs_call = os.fsync, os.fdatasync, fsio._syncfs_call
+    commits = fsio.STEPS.commits
+
+    def fsync(fd: int) -> None:
+        count.fsyncs += 1
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        count.fsyncs += 1
+        real_fdatasync(fd)
+
+    def syncfs_call() -> Callable[[int], int] | None:
+        call = real_syncfs_call()
+        if call is None:
+            return None
+
+        def syncfs(fd: int) -> int:
+            count.syncfs += 1
+            return call(fd)
+
+        return syncfs
+
+    os.fsync, os.fdatasync, fsio._syncfs_call = fsync, fdatasync, syncfs_call  # type: ignore[assignment]
+    try:
+        yield count
+    finally:
+        os.fsync, os.fdatasync, fsio._syncfs_call = real_fsync, real_fdatasync, real_syncfs_call  # type: ignore[assignment]
+        count.commits = fsio.STEPS.commits - commits
 
 
 def undo_many_counts(files: int) -> tuple[int, int, int]:
@@ -1258,7 +1306,8 @@ def undo_many_phase(
     edits, creates, deletes = undo_many_counts(info.files)
     figures = UndoManyFigures(edits, creates, deletes, [], [], [], [], [])
     for number in range(rounds):
-        tb_s, git_s, plan_s, apply_s, lost = undo_many_round(number, master, info, base, text, seed)
+        tb_s, git_s, plan_s, apply_s, lost, syncs = undo_many_round(number, master, info, base, text, seed)
+        figures.syncs.append(syncs)
         figures.turnback_s.append(tb_s)
         figures.git_s.append(git_s)
         figures.plan_s.append(plan_s)
@@ -1270,13 +1319,15 @@ def undo_many_phase(
 
 def undo_many_round(
     number: int, master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int
-) -> tuple[float, float, float, float, int]:
-    """One round of :func:`undo_many_phase`: (turnback s, git s, plan_undo s, apply s, folders git lost).
+) -> tuple[float, float, float, float, int, SyncCount]:
+    """One round of :func:`undo_many_phase`: (turnback s, git s, plan_undo s, apply s, folders git lost, syncs).
 
     Fresh copies and a fresh store; both sides take their first snapshot and checkpoint (untimed); one command
     edits, creates and deletes the files (a tenth of the new files go into folders it makes, which the undo
     removes); then, timed, turnback's ``plan_undo`` + ``apply`` and git's ``clean -fdq`` + ``reset -q --hard``
     (who goes first alternates). Both trees are checked byte for byte against the tree before the change.
+    Everything the setup wrote (two copies of the tree, both stores) is flushed first (``sync``, untimed): else
+    turnback's first sync of the undo would write out the setup's hundreds of dirty megabytes as well.
     """
     edits, creates, deletes = undo_many_counts(info.files)
     where = base / f"undo-many-{number}"
@@ -1317,14 +1368,22 @@ def undo_many_round(
             raise RuntimeError(f"undo of many files: turnback recorded {len(recorded)} of {len(expected)} paths")
         progress(f"  undo of many files, round {number + 1}: {change.describe()}")
         undone: list[tuple[float, float, OpResult]] = []
-        tb_s, git_s = pair(number % 2 == 0, lambda: undone.append(side.undo_from(turn)), lambda: git.undo(start_sha))
+        os.sync()
+
+        def undo() -> None:
+            with counting_syncs() as syncs:
+                undone.append(side.undo_from(turn))
+            counted.append(syncs)
+
+        counted: list[SyncCount] = []
+        tb_s, git_s = pair(number % 2 == 0, undo, lambda: git.undo(start_sha))
         plan_s, apply_s, result = undone[0]
         require_same(before, manifest(tree_tb), "turnback's undo of many files")
         lost = require_same(before, manifest(tree_git), "shadow git's undo of many files", hollow_may_go=True)
         left = [row for row in result.plan.rows if row.status != "done"]
         if left:
             raise RuntimeError(f"turnback's undo of many files left {len(left)} rows undone: {left[0]}")
-        return tb_s, git_s, plan_s, apply_s, lost
+        return tb_s, git_s, plan_s, apply_s, lost, counted[0]
     finally:
         side.close()
         shutil.rmtree(where)
@@ -1733,6 +1792,7 @@ def summarize_undo_many(info: TreeInfo, figures: UndoManyFigures) -> dict[str, A
         "apply": asdict(Spread.of(figures.apply_s)),
         "git_lost_folders": figures.git_lost_folders,
         "samples_s": list(zip(figures.turnback_s, figures.git_s, strict=True)),
+        "syncs": [asdict(count) for count in figures.syncs],
     }
 
 
@@ -1750,10 +1810,22 @@ def undo_many_extra_rows(result: dict[str, Any]) -> list[list[str]]:
     if u is None:
         return []
     files = f"{u['files']:,} files"
-    return [
+    rows = [
         [f"undo of {files}: plan_undo", fmt_spread(u["plan"]), ""],
         [f"undo of {files}: apply", fmt_spread(u["apply"]), ""],
     ]
+    if u.get("syncs"):
+        counts = u["syncs"][0]  # the same in every round: the same change, the same batches
+        per_file = (counts["fsyncs"] + counts["syncfs"] + counts["commits"]) / max(1, u["files"])
+        rows.append(
+            [
+                f"undo of {files}: syncs per file",
+                f"{per_file:.3f}",
+                f"{counts['fsyncs']} fsync, {counts['syncfs']} syncfs, {counts['commits']} store commits"
+                + ("" if all(c == counts for c in u["syncs"]) else " (rounds differ: " + str(u["syncs"]) + ")"),
+            ]
+        )
+    return rows
 
 
 def undo_many_target(results: list[dict[str, Any]]) -> Target | None:

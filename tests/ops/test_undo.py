@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -182,3 +183,36 @@ def test_two_displacements_of_one_path_are_both_kept(engine, session, project: P
     assert Path(result.trash_dir, "README.md").read_bytes() == b"agent 2\n"
     assert Path(result.trash_dir, "README.md~2").read_bytes() == b"user between calls\n"
     assert sorted(os.listdir(result.trash_dir)) == ["README.md", "README.md~2"]
+
+
+def test_the_result_of_an_apply_is_the_operation_as_the_journal_keeps_it(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
+    """The apply builds its result from the outcomes it journaled rather than reading the plan back: the two agree,
+    row notes rewritten at the end (the command that finishes a partly undone turn) included."""
+    turn_of(engine, session, "one", ("README.md", b"agent\n"), ("run.sh", b"agent\n"), ("new/file.txt", b"new\n"))
+    (project / "README.md").write_bytes(b"user\n")
+    result = engine.apply(engine.plan_undo(session.id))
+    assert {row.status for row in result.plan.rows} == {"done", "skipped"}
+    assert result.plan.status == "done"
+    assert result.plan == engine.plan(result.plan.id)
+
+
+def test_a_file_changed_after_the_plan_keeping_its_size_and_mtime_is_refused(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
+    """The apply trusts the plan's content id for a file whose stat is the one the plan read; a write that keeps
+    the size and puts the mtime back (``os.utime``) still moves the ctime, so the row is refused, not applied."""
+    turn_of(engine, session, "one", ("README.md", b"agent\n"), ("run.sh", b"agent\n"))
+    time.sleep(0.25)  # a clock tick and more since the turn wrote them: the plan's reads are trusted
+    plan = engine.plan_undo(session.id)
+    assert rows(plan) == [("restore", "run.sh"), ("restore", "README.md")]
+    readme = project / "README.md"
+    seen = readme.stat()
+    readme.write_bytes(b"user!\n")  # the same size as what the plan read
+    os.utime(readme, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    now = readme.stat()
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (seen.st_size, seen.st_mtime_ns, seen.st_ino)
+    result = engine.apply(plan)
+    assert readme.read_bytes() == b"user!\n"
+    assert (project / "run.sh").read_bytes() == b"#!/bin/sh\necho run\n"
+    assert result_lines(result)[-1] == (
+        "skipped     README.md (changed since the preview; nothing was done to it (turnback undo 1 plans it again))"
+    )
+    assert [row.status for row in result.plan.rows] == ["done", "skipped"]

@@ -16,9 +16,13 @@ from turnback.paths import RelPath
 from turnback.store.api import StoreBackend
 
 ContentSink = Callable[[Iterable[bytes]], tuple[BlobId, int]]
+# Told of each file read: its fstat, taken before its bytes were read, and their content id.
+ReadSink = Callable[[os.stat_result, BlobId], None]
 
 
-def _read_state(tree: Tree, path: RelPath, entry: Entry | None, sink: ContentSink) -> FileState:
+def _read_state(
+    tree: Tree, path: RelPath, entry: Entry | None, sink: ContentSink, read: ReadSink | None = None
+) -> FileState:
     if entry is None:
         return ABSENT
     if entry.is_dir:
@@ -37,14 +41,17 @@ def _read_state(tree: Tree, path: RelPath, entry: Entry | None, sink: ContentSin
                 while chunk := os.read(fd, 1 << 20):
                     yield chunk
 
+            before = os.fstat(fd) if read is not None else None
             blob, size = sink(chunks())
+            if read is not None and before is not None:
+                read(before, blob)
             return FileState("file", blob=blob, size=size, mode=opened.permissions)
     except FileNotFoundError:
         return ABSENT
 
 
-def probe_state(tree: Tree, path: RelPath, store: StoreBackend) -> FileState:
-    """What *path* holds now; a file's content is hashed, not stored."""
+def probe_state(tree: Tree, path: RelPath, store: StoreBackend, *, read: ReadSink | None = None) -> FileState:
+    """What *path* holds now; a file's content is hashed, not stored (and, with *read*, told with its stat)."""
 
     def hash_only(chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         hasher = store.crypto.content_hasher()
@@ -54,7 +61,7 @@ def probe_state(tree: Tree, path: RelPath, store: StoreBackend) -> FileState:
             size += len(chunk)
         return BlobId(hasher.digest()), size
 
-    return _read_state(tree, path, tree.lstat(path), hash_only)
+    return _read_state(tree, path, tree.lstat(path), hash_only, read)
 
 
 def capture_state(tree: Tree, path: RelPath, store: StoreBackend) -> FileState:

@@ -26,8 +26,10 @@ Rows of files (and folders the turn made) go in batches (``_apply_file_rows``): 
 for every row of the batch before the next step starts, so the fsyncs of steps 3-4 become one sync for the
 batch, the folder fsyncs of step 5 another, and step 6 one transaction; step 2's check is made again right
 before each rename. A file is then read once: held open from its check, linked, not read again (a write
-to it after its check shows in its size or modification time, and is in the trash). Any other row is
-applied on its own, between batches.
+to it after its check shows in its size or modification time, and is in the trash); and not even once
+when the plan was made in this process and read that very file with the same stat (device, inode, size,
+mtime, ctime, mode: a write moves its ctime), a clock tick or more after its last change: its content id
+is the one the plan hashed (``rows.reads_of``). Any other row is applied on its own, between batches.
 
 A run killed anywhere in between is finished by the next run: step 1 makes
 steps 4-5 happen at most once per row, and step 4 writes the same trash
@@ -73,7 +75,7 @@ from turnback.model import (
 )
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
 from turnback.ops.reasons import clauses, with_flag_command
-from turnback.ops.rows import tree_path
+from turnback.ops.rows import ReadFiles, reads_of, stat_key, tree_path
 from turnback.paths import RelPath, split_rel_path
 from turnback.store.api import StoreBackend
 
@@ -224,10 +226,11 @@ def trash_folder_name(plan: Plan) -> str:
 
 
 class _Applier:
-    def __init__(self, store: StoreBackend, tree: Tree, plan: Plan):
+    def __init__(self, store: StoreBackend, tree: Tree, plan: Plan, read: ReadFiles):
         self.store = store
         self.tree = tree
         self.plan = plan
+        self.read = read  # what the plan read of each file, when it was planned in this process
         ensure_private_dir(store.trash_root)
         self.trash_dir = os.path.join(store.trash_root, trash_folder_name(plan))
         self._trash: Tree | None = None
@@ -342,17 +345,25 @@ class _Applier:
             elif target.mode is not None:
                 tree.chmod_dir(path, target.mode & PERMISSION_BITS)
 
-    def remove_temp_files(self) -> None:
-        """Remove temp files that an interrupted run left beside the rows' paths and in the trash."""
-        for tree, folder in self.touched_folders:
-            try:
-                tree.remove_temp_files(RelPath(folder) if folder else None)
-            except TurnbackError:
-                pass  # a folder that became a link or vanished holds no temp file of ours
-        if os.path.isdir(self.trash_dir):
+    def remove_temp_files(self, *, resumed: bool) -> None:
+        """Remove temp files that an interrupted run left beside the rows' paths and, if *resumed*, in the trash
+        (a trash folder this run made holds none: each temp file of its own is renamed or removed)."""
+        with contextlib.ExitStack() as held:
+            views: dict[int, Tree] = {}  # each tree's folders opened once for all its touched folders
+            for tree, folder in sorted(self.touched_folders, key=lambda touched: touched[1]):
+                if id(tree) not in views:
+                    views[id(tree)] = held.enter_context(tree.folders_held())
+                try:
+                    views[id(tree)].remove_temp_files(RelPath(folder) if folder else None)
+                except TurnbackError:
+                    pass  # a folder that became a link or vanished holds no temp file of ours
+        if not os.path.isdir(self.trash_dir):
+            return
+        trash = self.trash  # refuses a trash folder that is not this user's own folder (a link put there before)
+        if resumed:
             for folder, _, _ in os.walk(self.trash_dir):
                 relative = os.path.relpath(folder, self.trash_dir)
-                self.trash.remove_temp_files(None if relative == "." else RelPath(relative))
+                trash.remove_temp_files(None if relative == "." else RelPath(relative))
 
     # -- a batch of file rows ------------------------------------------------------------------------
 
@@ -496,7 +507,13 @@ class _Applier:
         hasher = self.store.crypto.content_hasher()
         size = 0
         try:
-            item.displaced.seen = _written(os.fstat(fd))
+            held = os.fstat(fd)
+            item.displaced.seen = _written(held)
+            read = self.read.get(path)
+            if read is not None and read[0] == stat_key(held):
+                # The file the plan read, unchanged since (a change moves its ctime): its bytes are the ones hashed.
+                item.current = FileState("file", blob=read[1], size=held.st_size, mode=entry.permissions)
+                return item
             for chunk in Tree.iter_open_chunks(fd):
                 hasher.update(chunk)
                 size += len(chunk)
@@ -560,8 +577,24 @@ class _Applier:
         return _done(row, late)
 
 
-def _settle_rows(store: StoreBackend, plan: Plan, settled: Sequence[tuple[PlanRow, RowStatus, Message | None]]) -> None:
-    """Journal rows' outcomes in one transaction; a row done marks the changes it took back reverted with it."""
+# What the journal holds for each row settled by this run (its status and note), by the row's seq.
+Journal = dict[int, Outcome]
+
+
+def _journaled(plan: Plan, journal: Journal) -> Plan:
+    """*plan* with the outcomes *journal* holds: what reading the plan back from the store gives, without the read."""
+    rows = tuple(
+        row._replace(status=journal[row.seq][0], note=journal[row.seq][1]) if row.seq in journal else row
+        for row in plan.rows
+    )
+    return plan._replace(rows=rows)
+
+
+def _settle_rows(
+    store: StoreBackend, plan: Plan, journal: Journal, settled: Sequence[tuple[PlanRow, RowStatus, Message | None]]
+) -> None:
+    """Journal rows' outcomes in one transaction (and in *journal* once committed); a row done marks the changes
+    it took back reverted with it."""
     with store.transaction():
         for row, status, note in settled:
             store.set_row_status(plan.id, row.seq, status, note)
@@ -570,6 +603,7 @@ def _settle_rows(store: StoreBackend, plan: Plan, settled: Sequence[tuple[PlanRo
                     store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
                 else:
                     store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
+    journal.update((row.seq, (status, note)) for row, status, note in settled)
 
 
 def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message | None]]:
@@ -605,7 +639,7 @@ def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message 
     return [(s, n) if s != "pending" else ("done", None) for s, n in outcomes]
 
 
-def _settle_turns(store: StoreBackend, plan: Plan) -> None:
+def _settle_turns(store: StoreBackend, plan: Plan, journal: Journal) -> None:
     """Update each turn's undo state; name ``turnback undo N --force`` on the rows a partly undone turn keeps."""
     numbers: dict[str, int] = {}
     for turn_id in plan.turn_ids:
@@ -635,6 +669,7 @@ def _settle_turns(store: StoreBackend, plan: Plan) -> None:
         else:
             continue
         store.set_row_status(plan.id, row.seq, "skipped", note)
+        journal[row.seq] = ("skipped", note)
 
 
 # Rows put in place together, with one sync of their files and one of their folders, and one journal commit.
@@ -652,7 +687,9 @@ def _batch_rows() -> int:
     return max(8, min(BATCH_ROWS, (soft - 128) // _FDS_PER_ROW))
 
 
-def _apply_file_rows(store: StoreBackend, plan: Plan, applier: _Applier, rows: Sequence[PlanRow]) -> None:
+def _apply_file_rows(
+    store: StoreBackend, plan: Plan, journal: Journal, applier: _Applier, rows: Sequence[PlanRow]
+) -> None:
     """Apply *rows* in order, journaling each outcome: runs of file rows in batches, any other row on its own."""
     start = 0
     while start < len(rows):
@@ -676,7 +713,7 @@ def _apply_file_rows(store: StoreBackend, plan: Plan, applier: _Applier, rows: S
             except TurnbackError as exc:
                 outcomes = [("failed", exc.message)]
         done = rows[start : start + len(outcomes)]
-        _settle_rows(store, plan, [(row, *outcome) for row, outcome in zip(done, outcomes, strict=True)])
+        _settle_rows(store, plan, journal, [(row, *outcome) for row, outcome in zip(done, outcomes, strict=True)])
         start += len(outcomes)
 
 
@@ -690,25 +727,31 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
         if not resumed and store.op_evicted(plan.id):
             raise RefusedError(Message("preview_evicted", op=short_id(plan.id)))
         refuse_if_busy(store, plan.session_id)
-        applier = _Applier(store, tree, plan)  # refuses an unsafe trash folder before anything is marked
+        # Refuses an unsafe trash folder before anything is marked.
+        applier = _Applier(store, tree, plan, reads_of(plan.id))
         with store.transaction():
             if plan.moves_head and not resumed:
                 _refuse_stale_head(store, plan)
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
         ref_rows = [row for row in plan.rows if row.status == "pending" and row.action == "ref"]
-        _apply_file_rows(store, plan, applier, [r for r in plan.rows if r.status == "pending" and r.action != "ref"])
+        journal: Journal = {}
+        _apply_file_rows(
+            store, plan, journal, applier, [r for r in plan.rows if r.status == "pending" and r.action != "ref"]
+        )
         if ref_rows:  # moved together, after the files, in one transaction
             outcomes = _move_refs(tree.root, ref_rows)
-            _settle_rows(store, plan, [(row, *outcome) for row, outcome in zip(ref_rows, outcomes, strict=True)])
-        applier.remove_temp_files()
+            _settle_rows(
+                store, plan, journal, [(row, *outcome) for row, outcome in zip(ref_rows, outcomes, strict=True)]
+            )
+        applier.remove_temp_files(resumed=resumed)
         with store.transaction():
-            applied = store.load_plan(plan.id)
+            applied = _journaled(plan, journal)
             notes = _finish_operation(store, applied)
-            _settle_turns(store, applied)
+            _settle_turns(store, applied, journal)
             store.set_op_status(plan.id, "done")
     trash = applier.trash_dir if os.path.isdir(applier.trash_dir) else None
-    return OpResult(store.load_plan(plan.id), trash, resumed=resumed, notes=notes)
+    return OpResult(_journaled(plan, journal)._replace(status="done"), trash, resumed=resumed, notes=notes)
 
 
 def _refuse_stale_head(store: StoreBackend, plan: Plan) -> None:

@@ -5,7 +5,8 @@ overlap), and each operation's rows (``ops/rows.py``) and sections.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence, Set
+import contextlib
+from collections.abc import Callable, Iterator, Sequence, Set
 
 from turnback.capture import git
 from turnback.catalog import Message
@@ -43,10 +44,21 @@ from turnback.ops.reasons import (
     clauses,
     overlap_note,
 )
-from turnback.ops.rows import Picture, Row, acting, finish_rows, merge_chains, ref_rows, row_for_change
+from turnback.ops.rows import Picture, Row, acting, finish_rows, keep_reads, merge_chains, ref_rows, row_for_change
 from turnback.paths import RelPath
 from turnback.store.api import StoreBackend
 from turnback.store.records import OverlappingCall
+
+
+@contextlib.contextmanager
+def _picture(store: StoreBackend, tree: Tree, op_id: OpId) -> Iterator[Picture]:
+    """A :class:`Picture` of *tree*, its folders held open while planning; what it read is kept for the apply of
+    the plan *op_id* (``rows.keep_reads``)."""
+    with tree.folders_held() as held:
+        picture = Picture(store, held)
+        yield picture
+    keep_reads(op_id, picture.read)
+
 
 # -- undo ----------------------------------------------------------------------------------
 
@@ -133,55 +145,58 @@ def _rows_for_turns(
     force: bool,
     conflict_reason: Callable[[Change], Message],
     cut_short_reason: Message,
+    op_id: OpId,
 ) -> list[Row]:
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
-    picture = Picture(store, tree)
-    in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
-    overlaps: dict[int, list[OverlappingCall]] = {}
-    late_jobs = {
-        call.id: Message("noun_background_job" if call.kind == "job" else "noun_command_past_timeout")
-        for turn in turns
-        for call in turn.calls
-        if call.late
-    }
-    checked: set[str] = set()
+    with _picture(store, tree, op_id) as picture:
+        in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
+        overlaps: dict[int, list[OverlappingCall]] = {}
+        late_jobs = {
+            call.id: Message("noun_background_job" if call.kind == "job" else "noun_command_past_timeout")
+            for turn in turns
+            for call in turn.calls
+            if call.late
+        }
+        checked: set[str] = set()
 
-    def hold(change: Change) -> Message | None:
-        if change.call_id in late_jobs:
-            return Message(
-                "late_changed_it", what=late_jobs[change.call_id], call=short_id(change.call_id), flag="--force"
-            )
-        overlap = _overlap_hold(overlaps.get(change.id, ()), in_plan, "--force")
-        if overlap is not None:
-            return overlap
-        if change.path in checked:
-            return None  # only a path's newest change in the plan can have a later call that stands
-        checked.add(change.path)
-        later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
-        return Message("later_call_changed_it", call=short_id(later), flag="--force") if later else None
-
-    rows: list[Row] = []
-    for turn in turns:
-        for call in reversed(turn.calls):
-            for change in reversed(call.changes):
-                if change.reverted:
-                    continue
-                overlaps[change.id] = _overlapping(store, project, change, call.kind)
-                if not force and any(other in late_jobs for other, _, _ in overlaps[change.id]):
-                    continue  # the late job's change: its own row, held for --force, stands for this one
-                rows.append(
-                    row_for_change(
-                        picture,
-                        store,
-                        change,
-                        turn.id,
-                        conflict_reason=conflict_reason,
-                        cut_short_reason=cut_short_reason,
-                        overwrite=force,
-                        hold=hold,
-                    )
+        def hold(change: Change) -> Message | None:
+            if change.call_id in late_jobs:
+                return Message(
+                    "late_changed_it", what=late_jobs[change.call_id], call=short_id(change.call_id), flag="--force"
                 )
-    return merge_chains(rows) + ref_rows(turns, git.read_refs(project.root))
+            overlap = _overlap_hold(overlaps.get(change.id, ()), in_plan, "--force")
+            if overlap is not None:
+                return overlap
+            if change.path in checked:
+                return None  # only a path's newest change in the plan can have a later call that stands
+            checked.add(change.path)
+            later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
+            return Message("later_call_changed_it", call=short_id(later), flag="--force") if later else None
+
+        rows: list[Row] = []
+        for turn in turns:
+            for call in reversed(turn.calls):
+                for change in reversed(call.changes):
+                    if change.reverted:
+                        continue
+                    overlaps[change.id] = _overlapping(store, project, change, call.kind)
+                    if not force and any(other in late_jobs for other, _, _ in overlaps[change.id]):
+                        continue  # the late job's change: its own row, held for --force, stands for this one
+                    rows.append(
+                        row_for_change(
+                            picture,
+                            store,
+                            change,
+                            turn.id,
+                            conflict_reason=conflict_reason,
+                            cut_short_reason=cut_short_reason,
+                            overwrite=force,
+                            hold=hold,
+                        )
+                    )
+        # git runs only where a turn moved a ref: a turn of files alone needs no look at the repository.
+        refs = git.read_refs(project.root) if any(turn.refs for turn in turns) else None
+        return merge_chains(rows) + ref_rows(turns, refs)
 
 
 def plan_undo(
@@ -204,6 +219,7 @@ def plan_undo(
         force=force,
         conflict_reason=lambda _change: UNDO_CONFLICT,
         cut_short_reason=CUT_SHORT_UNDO,
+        op_id=op_id,
     )
     return Plan(
         id=op_id,
@@ -242,6 +258,7 @@ def plan_rollback(
         force=False,
         conflict_reason=lambda _change: ROLLBACK_CONFLICT,
         cut_short_reason=CUT_SHORT_ROLLBACK,
+        op_id=op_id,
     )
     where = (
         Message("section_roll_back_to", number=target.number, turn=short_id(target.id))
@@ -291,6 +308,7 @@ def plan_resend(
             force=False,
             conflict_reason=lambda _change: RESEND_ANYWAY_CONFLICT if mode == "anyway" else RESEND_CONFLICT,
             cut_short_reason=CUT_SHORT,
+            op_id=op_id,
         )
         rows = [row for row in rows if row.ref is None]  # resend takes back files, as Revert does
     return Plan(
@@ -316,67 +334,67 @@ def plan_redo(store: StoreBackend, tree: Tree, session: Session, project: Projec
     A path that changed since *op* is skipped (compare-and-swap, no force);
     a copy that is gone makes the row not covered.
     """
-    picture = Picture(store, tree)
-    rows: list[Row] = []
-    refs = git.read_refs(project.root) if any(row.ref for row in op.rows) else None
-    for row in reversed(op.rows):
-        if row.status != "done":
-            continue
-        if row.ref is not None:
-            name = RelPath(ref_short_name(row.ref.name))
+    with _picture(store, tree, op_id) as picture:
+        rows: list[Row] = []
+        refs = git.read_refs(project.root) if any(row.ref for row in op.rows) else None
+        for row in reversed(op.rows):
+            if row.status != "done":
+                continue
+            if row.ref is not None:
+                name = RelPath(ref_short_name(row.ref.name))
+                if row.action == "mark":
+                    rows.append(
+                        Row(name, "mark", None, None, list(row.change_ids), row.turn_id, ALREADY_EARLIER, ref=row.ref)
+                    )
+                    continue
+                now = (refs or {}).get(row.ref.name)
+                update = RefUpdate(row.ref.name, row.ref.target, row.ref.expect)
+                if now != row.ref.target:
+                    reason = Message("ref_moved_since_operation", now=ref_value_text(now))
+                    rows.append(Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
+                else:
+                    rows.append(Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
+                continue
             if row.action == "mark":
                 rows.append(
-                    Row(name, "mark", None, None, list(row.change_ids), row.turn_id, ALREADY_EARLIER, ref=row.ref)
+                    Row(row.path, "mark", row.expect, row.target, list(row.change_ids), row.turn_id, ALREADY_EARLIER)
                 )
                 continue
-            now = (refs or {}).get(row.ref.name)
-            update = RefUpdate(row.ref.name, row.ref.target, row.ref.expect)
-            if now != row.ref.target:
-                reason = Message("ref_moved_since_operation", now=ref_value_text(now))
-                rows.append(Row(name, "skip", None, None, list(row.change_ids), row.turn_id, reason, ref=update))
+            assert row.expect is not None and row.target is not None
+            back, put = row.target, row.expect
+            current = picture.get(row.path, outside=row.outside)
+            if isinstance(current, TurnbackError):
+                rows.append(Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, current.message))
+            elif put.kind == "file" and (put.blob is None or not store.blobs.has(put.blob)):
+                rows.append(Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
+            elif current.same_as(put):
+                rows.append(Row(row.path, "mark", current, put, list(row.change_ids), row.turn_id, ALREADY_REDONE))
+            elif current.same_as(back):
+                picture.set(row.path, put)
+                rows.append(Row(row.path, acting(put, current), current, put, list(row.change_ids), row.turn_id))
             else:
-                rows.append(Row(name, "ref", None, None, list(row.change_ids), row.turn_id, ref=update))
-            continue
-        if row.action == "mark":
-            rows.append(
-                Row(row.path, "mark", row.expect, row.target, list(row.change_ids), row.turn_id, ALREADY_EARLIER)
+                rows.append(Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
+            rows[-1].outside = row.outside
+        finished = tuple(
+            plan_row._replace(unmark=not original.unmark)
+            for plan_row, original in zip(
+                finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
             )
-            continue
-        assert row.expect is not None and row.target is not None
-        back, put = row.target, row.expect
-        current = picture.get(row.path, outside=row.outside)
-        if isinstance(current, TurnbackError):
-            rows.append(Row(row.path, "skip", None, None, list(row.change_ids), row.turn_id, current.message))
-        elif put.kind == "file" and (put.blob is None or not store.blobs.has(put.blob)):
-            rows.append(Row(row.path, "not covered", None, None, list(row.change_ids), row.turn_id, COPY_MISSING))
-        elif current.same_as(put):
-            rows.append(Row(row.path, "mark", current, put, list(row.change_ids), row.turn_id, ALREADY_REDONE))
-        elif current.same_as(back):
-            picture.set(row.path, put)
-            rows.append(Row(row.path, acting(put, current), current, put, list(row.change_ids), row.turn_id))
-        else:
-            rows.append(Row(row.path, "skip", current, put, list(row.change_ids), row.turn_id, REDO_CONFLICT))
-        rows[-1].outside = row.outside
-    finished = tuple(
-        plan_row._replace(unmark=not original.unmark)
-        for plan_row, original in zip(
-            finish_rows(rows), [r for r in reversed(op.rows) if r.status == "done"], strict=True
         )
-    )
-    return Plan(
-        id=op_id,
-        kind="redo",
-        session_id=session.id,
-        project_id=project.id,
-        rows=finished,
-        sections=(PlanSection(None, Message("section_take_back", what=OP_NOUNS[op.kind], op=short_id(op.id))),),
-        turn_ids=op.turn_ids,
-        created_at=store.now(),
-        head_from=op.head_to if op.moves_head else None,
-        head_to=op.head_from if op.moves_head else None,
-        moves_head=op.moves_head,
-        reverses=op.id,
-    )
+        return Plan(
+            id=op_id,
+            kind="redo",
+            session_id=session.id,
+            project_id=project.id,
+            rows=finished,
+            sections=(PlanSection(None, Message("section_take_back", what=OP_NOUNS[op.kind], op=short_id(op.id))),),
+            turn_ids=op.turn_ids,
+            created_at=store.now(),
+            head_from=op.head_to if op.moves_head else None,
+            head_to=op.head_from if op.moves_head else None,
+            moves_head=op.moves_head,
+            reverses=op.id,
+        )
 
 
 # -- revert --------------------------------------------------------------------------------
@@ -409,32 +427,32 @@ def plan_revert(
     def hold(change: Change) -> Message | None:
         return _overlap_hold(_overlapping(store, project, change, call.kind), {call.id}, "--anyway")
 
-    picture = Picture(store, tree)
-    rows = [
-        row_for_change(
-            picture,
-            store,
-            change,
-            turn.id,
-            conflict_reason=conflict,
-            cut_short_reason=CUT_SHORT_REVERT,
-            overwrite=anyway,
-            hold=hold,
+    with _picture(store, tree, op_id) as picture:
+        rows = [
+            row_for_change(
+                picture,
+                store,
+                change,
+                turn.id,
+                conflict_reason=conflict,
+                cut_short_reason=CUT_SHORT_REVERT,
+                overwrite=anyway,
+                hold=hold,
+            )
+            for change in changes
+        ]
+        return Plan(
+            id=op_id,
+            kind="revert",
+            session_id=session.id,
+            project_id=project.id,
+            rows=finish_rows(merge_chains(rows)),
+            sections=(PlanSection(turn.id, Message("section_revert_call", call=short_id(call.id), title=title)),),
+            turn_ids=(turn.id,),
+            call_id=call.id,
+            force=anyway,
+            created_at=store.now(),
         )
-        for change in changes
-    ]
-    return Plan(
-        id=op_id,
-        kind="revert",
-        session_id=session.id,
-        project_id=project.id,
-        rows=finish_rows(merge_chains(rows)),
-        sections=(PlanSection(turn.id, Message("section_revert_call", call=short_id(call.id), title=title)),),
-        turn_ids=(turn.id,),
-        call_id=call.id,
-        force=anyway,
-        created_at=store.now(),
-    )
 
 
 __all__ = [

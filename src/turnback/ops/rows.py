@@ -9,6 +9,8 @@ what the path held when planned (``expect``): applying a row whose path holds an
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -19,8 +21,10 @@ from turnback.fsio import ROOT_TREE, Tree
 from turnback.model import (
     ABSENT,
     SPECIAL_BITS,
+    BlobId,
     Change,
     FileState,
+    OpId,
     PlanRow,
     RefUpdate,
     RowAction,
@@ -66,10 +70,49 @@ def tree_path(tree: Tree, path: str, *, outside: bool) -> tuple[Tree, RelPath]:
     return tree, RelPath(path)
 
 
+# A file's stat as a plan read it: device, inode, size, mtime_ns, ctime_ns, mode. A write to the file, or a
+# chmod, a rename over it or a utime that puts its mtime back, changes its ctime (the kernel's clock, not the
+# caller's), so a file with the same stat holds the same bytes; see _trusted for the clock's tick.
+StatKey = tuple[int, int, int, int, int, int]
+# What a plan read of each project file it hashed: (stat before the read, content id), by path.
+ReadFiles = dict[RelPath, tuple[StatKey, BlobId]]
+# A file changed within this long before a plan read it may change again without its ctime moving (the
+# kernel's clock ticks every few ms; file systems of whole seconds keep 2 s): its read is not kept.
+_FINE_TICK_NS = 100_000_000
+_COARSE_TICK_NS = 2_000_000_000
+# How many plans' reads this process keeps for their apply (a server plans for several sessions).
+_KEEP_PLANS = 8
+_reads_by_plan: dict[OpId, ReadFiles] = {}
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_mode)
+
+
+def _trusted(st: os.stat_result, now_ns: int) -> bool:
+    """Whether a later change of the file is sure to move its ctime: it last changed a clock tick before now."""
+    tick = _FINE_TICK_NS if st.st_ctime_ns % 1_000_000_000 else _COARSE_TICK_NS
+    return st.st_ctime_ns < now_ns - tick
+
+
+def keep_reads(op_id: OpId, reads: ReadFiles) -> None:
+    """Keep what the plan *op_id* read, for its apply in this process (:func:`reads_of`)."""
+    _reads_by_plan[op_id] = reads
+    while len(_reads_by_plan) > _KEEP_PLANS:
+        del _reads_by_plan[next(iter(_reads_by_plan))]
+
+
+def reads_of(op_id: OpId) -> ReadFiles:
+    """What the plan *op_id* read in this process (empty when planned elsewhere): its apply hashes a file again
+    only when its stat is not the one read."""
+    return _reads_by_plan.pop(op_id, {})
+
+
 class Picture:
     """What each path holds now, and will hold as rows are applied in order.
 
-    Project paths are relative and outside paths absolute, so one map holds both.
+    Project paths are relative and outside paths absolute, so one map holds both. ``read`` keeps the stat and
+    content id of each project file read (:data:`ReadFiles`).
     """
 
     def __init__(self, store: StoreBackend, tree: Tree):
@@ -78,12 +121,20 @@ class Picture:
         self._states: dict[RelPath, FileState | TurnbackError] = {}
         self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
         self.blocked: dict[RelPath, Row] = {}  # paths a skipped row stopped, by that row
+        self.read: ReadFiles = {}
 
     def get(self, path: RelPath, *, outside: bool) -> FileState | TurnbackError:
         if path not in self._states:
             tree, rel = tree_path(self._tree, path, outside=outside)
+
+            started = time.time_ns()  # before the file's stat is taken
+
+            def read(st: os.stat_result, blob: BlobId) -> None:
+                if not outside and _trusted(st, started):
+                    self.read[path] = (stat_key(st), blob)
+
             try:
-                self._states[path] = probe_state(tree, rel, self._store)
+                self._states[path] = probe_state(tree, rel, self._store, read=read)
             except TurnbackError as exc:
                 # Below a file or link that an earlier row turns back into a folder, nothing will be there yet.
                 self._states[path] = ABSENT if self._becomes_folder(path) else exc
@@ -340,4 +391,17 @@ def ref_rows(turns: Sequence[Turn], current: dict[str, str] | None) -> list[Row]
     return rows
 
 
-__all__ = ["Picture", "Row", "acting", "finish_rows", "merge_chains", "ref_rows", "row_for_change", "tree_path"]
+__all__ = [
+    "Picture",
+    "ReadFiles",
+    "Row",
+    "acting",
+    "finish_rows",
+    "keep_reads",
+    "merge_chains",
+    "reads_of",
+    "ref_rows",
+    "row_for_change",
+    "stat_key",
+    "tree_path",
+]
