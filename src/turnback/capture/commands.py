@@ -139,8 +139,6 @@ class CallBefore(NamedTuple):
 class ProjectScan(NamedTuple):
     snapshot: Snapshot
     snapshot_id: str  # the stat cache row that holds it
-    since_id: str | None = None  # a partial scan: the cache it started from ...
-    touched: set[str] | None = None  # ... and the only paths whose entries may differ from it
 
 
 # A cache is saved as the entries that differ from the last full one while they are few.
@@ -164,9 +162,9 @@ class PendingScan(NamedTuple):
         """Keep the scan as the project's stat cache (unless nothing changed)."""
         cached, touched = self.cached, self.touched
         if cached is not None and touched is not None and not touched and self.token == cached.watch_token:
-            return ProjectScan(self.snapshot, cached.id, cached.id, set())
+            return ProjectScan(self.snapshot, cached.id)
         snapshot_id = _save_cache(store, self.project, self.snapshot, self.token, cached, self.stored, touched)
-        return ProjectScan(self.snapshot, snapshot_id, cached.id if cached else None, touched)
+        return ProjectScan(self.snapshot, snapshot_id)
 
     def adopt(self, store: StoreBackend) -> None:
         if self.stored is None and any(entry.git_oid for entry in self.snapshot.values()):
