@@ -1260,9 +1260,10 @@ class SyncCount:
 def counting_syncs() -> Iterator[SyncCount]:
     """Count the syncs turnback makes while the block runs (os.fsync, os.fdatasync and its syncfs, wrapped)."""
     import turnback.fsio as fsio
+    import turnback.fsio.batch as fsio_batch
 
     count = SyncCount()
-    real_fsync, real_fdatasync, real_syncfs_call = os.fsync, os.fdatasync, fsio._syncfs_call
+    real_fsync, real_fdatasync, real_syncfs_call = os.fsync, os.fdatasync, fsio_batch._syncfs_call
     commits = fsio.STEPS.commits
 
     def fsync(fd: int) -> None:
@@ -1284,11 +1285,11 @@ def counting_syncs() -> Iterator[SyncCount]:
 
         return syncfs
 
-    os.fsync, os.fdatasync, fsio._syncfs_call = fsync, fdatasync, syncfs_call  # type: ignore[assignment]
+    os.fsync, os.fdatasync, fsio_batch._syncfs_call = fsync, fdatasync, syncfs_call  # type: ignore[assignment]
     try:
         yield count
     finally:
-        os.fsync, os.fdatasync, fsio._syncfs_call = real_fsync, real_fdatasync, real_syncfs_call  # type: ignore[assignment]
+        os.fsync, os.fdatasync, fsio_batch._syncfs_call = real_fsync, real_fdatasync, real_syncfs_call  # type: ignore[assignment]
         count.commits = fsio.STEPS.commits - commits
 
 

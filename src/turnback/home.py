@@ -19,7 +19,7 @@ ENV_HOST_ID = "TURNBACK_HOST_ID"
 ENV_HOST_LEASE = "TURNBACK_HOST_LEASE_S"
 ENV_WEB_TOKEN = "TURNBACK_WEB_TOKEN"
 LOCALE_VARIABLES = ("LC_ALL", "LC_MESSAGES", "LANG")  # the order the C library reads them in
-SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio.py
+SETTINGS_PREFIX = "TURNBACK_"  # every setting of turnback's own, here and in hooks/relay.py and fsio/steps.py
 
 
 def default_home() -> str:

@@ -5,18 +5,6 @@ the root with ``dir_fd`` and ``O_NOFOLLOW`` one name at a time, so no
 symbolic link on the way is ever followed and nothing outside the root is
 read or written. Writes are atomic: a temp file in the same folder, fsync,
 rename over the name, fsync the folder.
-
-Fault injection, for the reliability tests (read once, at import):
-
-- ``TURNBACK_FAULT_KILL_AFTER=N``: SIGKILL right after the N-th durable step
-  (a rename, an unlink, a folder made or removed);
-- ``TURNBACK_FAULT_KILL_AFTER_COMMIT=N``: SIGKILL right after the N-th
-  committed store transaction (a snapshot's batches, a call's record);
-- ``TURNBACK_FAULT=enospc@N``: the N-th write of file content fails with
-  ENOSPC; ``eio@N``: the N-th fsync fails with EIO.
-
-That is how the tests prove an interrupted or failing undo resumes and
-loses nothing.
 """
 
 from __future__ import annotations
@@ -24,16 +12,19 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import signal
 import stat
-import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import NamedTuple
+from typing import TYPE_CHECKING
 
 from turnback.catalog import Message
 from turnback.errors import UnsafePathError
+from turnback.fsio.entry import Entry, entry_of
+from turnback.fsio.steps import STEPS
 from turnback.paths import RelPath, split_rel_path
 from turnback.procs import process_alive
+
+if TYPE_CHECKING:
+    from turnback.fsio.batch import SyncBatch
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -46,126 +37,6 @@ READ_CHUNK = 1 << 20
 # A hard link cannot be made: another file system, links not supported there, or not allowed
 # (fs.protected_hardlinks refuses a link to a file of another user).
 _NO_LINK_ERRNOS = frozenset({errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS})
-
-
-def _fault_kill_after(name: str = "TURNBACK_FAULT_KILL_AFTER") -> int | None:
-    value = os.environ.get(name)
-    return int(value) if value and value.isdigit() else None
-
-
-def _fault_errors() -> dict[str, int]:
-    """``TURNBACK_FAULT=enospc@3,eio@1``: which write or fsync (counting from 1) fails, by kind."""
-    faults: dict[str, int] = {}
-    for item in os.environ.get("TURNBACK_FAULT", "").split(","):
-        kind, _, number = item.strip().partition("@")
-        if kind in ("enospc", "eio") and number.isdigit():
-            faults[kind] = int(number)
-    return faults
-
-
-class _Steps:
-    """Counts durable file-system steps, writes and fsyncs; the fault hooks act on the N-th."""
-
-    def __init__(self) -> None:
-        self.count = 0
-        self.kill_after = _fault_kill_after()
-        self.kill_after_commit = _fault_kill_after("TURNBACK_FAULT_KILL_AFTER_COMMIT")
-        self.commits = 0
-        self.faults = _fault_errors()
-        self.writes = 0
-        self.fsyncs = 0
-
-    def done(self) -> None:
-        self.count += 1
-        if self.kill_after is not None and self.count >= self.kill_after:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def committed(self) -> None:
-        """A store transaction was committed (counted for ``TURNBACK_FAULT_KILL_AFTER_COMMIT``)."""
-        self.commits += 1
-        if self.kill_after_commit is not None and self.commits >= self.kill_after_commit:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    def write(self, fd: int, data: memoryview) -> int:
-        self.writes += 1
-        if self.faults.get("enospc") == self.writes:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return os.write(fd, data)
-
-    def fsync(self, fd: int) -> None:
-        self.count_fsync()
-        os.fsync(fd)
-
-    def count_fsync(self) -> None:
-        """Count one fsync (made now, or by a batch's sync); raises the injected EIO on the N-th."""
-        self.fsyncs += 1
-        if self.faults.get("eio") == self.fsyncs:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-
-STEPS = _Steps()
-
-
-def current_umask() -> int:
-    """The process umask, read without changing it where the OS allows."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except OSError:
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def default_file_mode() -> int:
-    """The mode a new file gets, as ``open(path, "w")`` would give it."""
-    return 0o666 & ~current_umask()
-
-
-class Entry(NamedTuple):
-    """An lstat of one path, without following a link at the end."""
-
-    mode: int
-    size: int
-    mtime_ns: int
-    ino: int
-
-    @property
-    def is_file(self) -> bool:
-        return stat.S_ISREG(self.mode)
-
-    @property
-    def is_dir(self) -> bool:
-        return stat.S_ISDIR(self.mode)
-
-    @property
-    def is_symlink(self) -> bool:
-        return stat.S_ISLNK(self.mode)
-
-    @property
-    def permissions(self) -> int:
-        return stat.S_IMODE(self.mode)
-
-    def kind_name(self) -> Message:
-        """What the entry is, as a noun with its article (``a folder``)."""
-        if self.is_file:
-            return Message("a_file")
-        if self.is_dir:
-            return Message("a_folder")
-        if self.is_symlink:
-            return Message("a_symlink")
-        if stat.S_ISFIFO(self.mode):
-            return Message("a_fifo")
-        if stat.S_ISSOCK(self.mode):
-            return Message("a_socket")
-        return Message("a_device")
-
-
-def _entry(st: os.stat_result) -> Entry:
-    return Entry(mode=st.st_mode, size=st.st_size, mtime_ns=st.st_mtime_ns, ino=st.st_ino)
 
 
 def _fsync_dir(fd: int) -> None:
@@ -207,7 +78,7 @@ def _unsafe(path: str, exc: OSError) -> UnsafePathError:
     return UnsafePathError(Message("path_system_error", path=path, error=str(exc.strerror or exc)))
 
 
-def _open_child(fd: int, walked: list[str], *, create: bool, made_in: SyncBatch | None) -> int | None:
+def open_child(fd: int, walked: list[str], *, create: bool, made_in: SyncBatch | None) -> int | None:
     """Open the folder ``walked[-1]`` in the open folder *fd* (made with *create*), never through a link;
     ``None`` when it is missing. *walked* names it from the root, in messages."""
     name = walked[-1]
@@ -245,7 +116,7 @@ def open_regular_at(parent: int, name: str, shown: str) -> tuple[int, Entry]:
             raise
         raise _unsafe(shown, exc) from exc
     if not stat.S_ISREG(before.st_mode):
-        raise UnsafePathError(Message("is_kind_not_file", path=shown, kind=_entry(before).kind_name()))
+        raise UnsafePathError(Message("is_kind_not_file", path=shown, kind=entry_of(before).kind_name()))
     try:
         fd = os.open(name, _READ_FLAGS, dir_fd=parent)
     except OSError as exc:
@@ -259,7 +130,7 @@ def open_regular_at(parent: int, name: str, shown: str) -> tuple[int, Entry]:
     except BaseException:
         os.close(fd)
         raise
-    return fd, _entry(st)
+    return fd, entry_of(st)
 
 
 class StagedFile:
@@ -380,7 +251,7 @@ class Tree:
         fd = self._open_root()
         try:
             for depth in range(len(folders)):
-                next_fd = _open_child(fd, folders[: depth + 1], create=create, made_in=made_in)
+                next_fd = open_child(fd, folders[: depth + 1], create=create, made_in=made_in)
                 os.close(fd)
                 if next_fd is None:
                     return None
@@ -399,7 +270,7 @@ class Tree:
                 return None
             _, name = split_rel_path(path)
             try:
-                return _entry(os.stat(name, dir_fd=fd, follow_symlinks=False))
+                return entry_of(os.stat(name, dir_fd=fd, follow_symlinks=False))
             except FileNotFoundError:
                 return None
             except OSError as exc:
@@ -414,7 +285,7 @@ class Tree:
             entries = []
             for name in sorted(os.listdir(fd)):
                 try:
-                    entries.append((name, _entry(os.stat(name, dir_fd=fd, follow_symlinks=False))))
+                    entries.append((name, entry_of(os.stat(name, dir_fd=fd, follow_symlinks=False))))
                 except FileNotFoundError:
                     continue
             return entries
@@ -660,166 +531,6 @@ class Tree:
 # A batch of at least this many descriptors is made durable by one syncfs per file system rather than an fsync each:
 # on ext4 a syncfs costs about one journal commit (60-90 ms for 1,700 new files and folders here), 1,700 fsyncs
 # 1-2.5 s one after the other, or 160-210 ms from 8-32 threads.
-SYNCFS_MIN = 128
-_FSYNC_THREADS = 16
-
-
-def _syncfs_call() -> Callable[[int], int] | None:
-    """libc's ``syncfs`` (Linux), or ``None`` where there is none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes  # only for a big batch: an undo of many files
-
-    try:
-        call: Callable[[int], int] = ctypes.CDLL(None, use_errno=True).syncfs
-    except (AttributeError, OSError):
-        return None
-    return call
-
-
-def _fsync_any(fd: int) -> None:
-    """fsync a file or a folder (some file systems cannot fsync a folder; its renames are still atomic)."""
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if not (exc.errno in (errno.EINVAL, errno.ENOTSUP) and stat.S_ISDIR(os.fstat(fd).st_mode)):
-            raise
-
-
-class SyncBatch:
-    """Files and folders written without their fsync, made durable together by :meth:`sync`.
-
-    Each descriptor is added with a key (what a failure is reported for) and
-    is closed by :meth:`sync`. A folder is added once, however many entries
-    of it changed. Fault injection counts one fsync per descriptor, in the
-    order they were added.
-    """
-
-    def __init__(self) -> None:
-        self._items: list[tuple[int, object]] = []
-        self._folders: set[tuple[int, int]] = set()
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def add(self, fd: int, key: object) -> None:
-        """Sync *fd* (now owned by the batch); a failure is reported for *key*."""
-        self._items.append((fd, key))
-
-    def add_folder(self, fd: int, key: object = None) -> None:
-        """Sync the folder open as *fd* (not taken: it is duplicated), once per batch."""
-        st = os.fstat(fd)
-        if (st.st_dev, st.st_ino) in self._folders:
-            return
-        self._folders.add((st.st_dev, st.st_ino))
-        self._items.append((os.dup(fd), key if key is not None else (st.st_dev, st.st_ino)))
-
-    def sync(self) -> dict[object, OSError]:
-        """Make everything added durable; the errors by key (an injected or a real fsync failure)."""
-        failed: dict[object, OSError] = {}
-        pending: list[tuple[int, object]] = []
-        try:
-            for fd, key in self._items:
-                try:
-                    STEPS.count_fsync()
-                    pending.append((fd, key))
-                except OSError as exc:
-                    failed[key] = exc
-            if pending and not self._syncfs(pending):
-                for (_, key), error in zip(pending, self._fsync_each(pending), strict=True):
-                    if error is not None:
-                        failed.setdefault(key, error)
-        finally:
-            for fd, _ in self._items:
-                os.close(fd)
-            self._items.clear()
-            self._folders.clear()
-        STEPS.done()
-        return failed
-
-    @staticmethod
-    def _syncfs(pending: list[tuple[int, object]]) -> bool:
-        """One syncfs per file system of a big batch; False (nothing claimed) when it cannot or it failed."""
-        if len(pending) < SYNCFS_MIN:
-            return False
-        call = _syncfs_call()
-        if call is None:
-            return False
-        devices = {os.fstat(fd).st_dev: fd for fd, _ in pending}
-        # A failed syncfs does not say which file it could not write: each is then synced on its own, which does.
-        return all(call(fd) == 0 for fd in devices.values())
-
-    @staticmethod
-    def _fsync_each(pending: list[tuple[int, object]]) -> list[OSError | None]:
-        """fsync each descriptor; from threads when there are several (the file system commits them together)."""
-
-        def one(fd: int) -> OSError | None:
-            try:
-                _fsync_any(fd)
-            except OSError as exc:
-                return exc
-            return None
-
-        fds = [fd for fd, _ in pending]
-        if len(fds) <= 2:
-            return [one(fd) for fd in fds]
-        from concurrent.futures import ThreadPoolExecutor  # only for a batch
-
-        with ThreadPoolExecutor(min(_FSYNC_THREADS, len(fds))) as pool:
-            return list(pool.map(one, fds))
-
-
-class OpenFolders:
-    """Folders of a tree held open for a batch of writes, each opened once (``dir_fd``, ``O_NOFOLLOW``).
-
-    Folders made on the way are made durable by *made_in*'s sync, not one by one. Each folder that holds a
-    path asked for stays open; the folders on the way to them stay open too while fewer than *limit* are.
-    """
-
-    def __init__(self, tree: Tree, made_in: SyncBatch, limit: int):
-        self.tree = tree
-        self.made_in = made_in
-        self.limit = limit
-        self._open: dict[str, int] = {}
-
-    def parent(self, path: RelPath, *, create: bool = False) -> int | None:
-        """The open folder that holds *path* (made with *create*), or ``None`` when it is missing.
-
-        It is walked from its nearest folder already open (the root at worst), and every folder on the way
-        is kept open for the next path.
-        """
-        folders, _ = split_rel_path(path)
-        depth = len(folders)
-        while depth and "/".join(folders[:depth]) not in self._open:
-            depth -= 1
-        fd = self._open.get("/".join(folders[:depth]))
-        if fd is None:
-            fd = self._open[""] = self.tree._open_root()
-        owned = False  # fd is a folder on the way that is not kept (over the limit): closed once passed
-        try:
-            while depth < len(folders):
-                child = _open_child(fd, folders[: depth + 1], create=create, made_in=self.made_in)
-                if owned:
-                    os.close(fd)
-                    owned = False
-                if child is None:
-                    return None
-                depth += 1
-                fd = child
-                if depth == len(folders) or len(self._open) < self.limit:
-                    self._open["/".join(folders[:depth])] = child
-                else:
-                    owned = True
-        except BaseException:
-            if owned:
-                os.close(fd)
-            raise
-        return fd
-
-    def close(self) -> None:
-        for fd in self._open.values():
-            os.close(fd)
-        self._open.clear()
 
 
 class _HeldFolders:
@@ -841,7 +552,7 @@ class _HeldFolders:
             fd = self.tree._open_root()
         self._open[key] = fd
         while depth < len(folders):
-            child = _open_child(fd, folders[: depth + 1], create=False, made_in=None)
+            child = open_child(fd, folders[: depth + 1], create=False, made_in=None)
             if child is None:
                 return None
             depth += 1
@@ -926,20 +637,3 @@ def ensure_private_dir(path: str) -> None:
         raise UnsafePathError(Message("private_dir_other_owner", path=path))
     if st.st_mode & 0o022:
         raise UnsafePathError(Message("private_dir_writable", path=path, mode=f"{stat.S_IMODE(st.st_mode):o}"))
-
-
-__all__ = [
-    "ROOT_TREE",
-    "STEPS",
-    "TEMP_PREFIX",
-    "Entry",
-    "OpenFolders",
-    "SyncBatch",
-    "Tree",
-    "current_umask",
-    "default_file_mode",
-    "ensure_private_dir",
-    "link_temp",
-    "open_regular_at",
-    "write_temp",
-]

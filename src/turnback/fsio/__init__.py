@@ -1,0 +1,56 @@
+"""Safe file I/O: the only code that writes a project's files or the trash.
+
+Every access goes through :class:`Tree`, which walks from an open folder of
+the root with ``dir_fd`` and ``O_NOFOLLOW`` one name at a time, so no
+symbolic link on the way is ever followed and nothing outside the root is
+read or written. Writes are atomic: a temp file in the same folder, fsync,
+rename over the name, fsync the folder.
+
+Fault injection for the reliability tests: :mod:`turnback.fsio.steps`:
+
+- ``TURNBACK_FAULT_KILL_AFTER=N``: SIGKILL right after the N-th durable step
+  (a rename, an unlink, a folder made or removed);
+- ``TURNBACK_FAULT_KILL_AFTER_COMMIT=N``: SIGKILL right after the N-th
+  committed store transaction (a snapshot's batches, a call's record);
+- ``TURNBACK_FAULT=enospc@N``: the N-th write of file content fails with
+  ENOSPC; ``eio@N``: the N-th fsync fails with EIO.
+
+That is how the tests prove an interrupted or failing undo resumes and
+loses nothing.
+"""
+
+from __future__ import annotations
+
+from turnback.fsio.batch import SYNCFS_MIN, OpenFolders, SyncBatch
+from turnback.fsio.entry import Entry, current_umask, default_file_mode
+from turnback.fsio.steps import STEPS
+from turnback.fsio.tree import (
+    ROOT_TREE,
+    TEMP_PREFIX,
+    TEMP_SUFFIX,
+    StagedFile,
+    Tree,
+    ensure_private_dir,
+    link_temp,
+    open_regular_at,
+    write_temp,
+)
+
+__all__ = [
+    "ROOT_TREE",
+    "STEPS",
+    "SYNCFS_MIN",
+    "TEMP_PREFIX",
+    "TEMP_SUFFIX",
+    "Entry",
+    "OpenFolders",
+    "StagedFile",
+    "SyncBatch",
+    "Tree",
+    "current_umask",
+    "default_file_mode",
+    "ensure_private_dir",
+    "link_temp",
+    "open_regular_at",
+    "write_temp",
+]
