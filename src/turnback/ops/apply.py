@@ -47,7 +47,6 @@ import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from turnback.capture import git
 from turnback.capture.states import probe_state
 from turnback.catalog import Message
 from turnback.errors import BlobCorruptError, NothingToDoError, RefusedError, TurnbackError, UnsafePathError
@@ -70,26 +69,28 @@ from turnback.model import (
     Plan,
     PlanRow,
     RowStatus,
-    TurnId,
     short_id,
 )
 from turnback.ops.busy import refuse_if_busy, session_apply_lock
-from turnback.ops.reasons import clauses, with_flag_command
+from turnback.ops.reasons import clauses
 from turnback.ops.rows import ReadFiles, reads_of, stat_key, tree_path
+from turnback.ops.settle import (
+    CHANGED_SINCE_PREVIEW,
+    Journal,
+    Outcome,
+    finish_operation,
+    journaled,
+    move_refs,
+    refuse_stale_head,
+    settle_rows,
+    settle_turns,
+)
 from turnback.paths import RelPath, split_rel_path
 from turnback.store.api import StoreBackend
 
-PLAN_AGAIN = Message("plan_again")
-CHANGED_SINCE_PREVIEW = Message("changed_since_preview", then=PLAN_AGAIN)
 NOT_EMPTY = Message("folder_not_empty")
 NO_SUDO = Message("no_sudo")
 WRITTEN_DURING = Message("written_during_restore")
-REFS_TOGETHER = Message("refs_moved_together", then=PLAN_AGAIN)
-# The outcomes that name a plan made again as what to do next; _settle_turns names the command that makes it.
-_PLANS_AGAIN = ("changed_since_preview", "refs_moved_together")
-
-
-Outcome = tuple[RowStatus, Message | None]
 
 
 class _Changed(Exception):
@@ -577,101 +578,6 @@ class _Applier:
         return _done(row, late)
 
 
-# What the journal holds for each row settled by this run (its status and note), by the row's seq.
-Journal = dict[int, Outcome]
-
-
-def _journaled(plan: Plan, journal: Journal) -> Plan:
-    """*plan* with the outcomes *journal* holds: what reading the plan back from the store gives, without the read."""
-    rows = tuple(
-        row._replace(status=journal[row.seq][0], note=journal[row.seq][1]) if row.seq in journal else row
-        for row in plan.rows
-    )
-    return plan._replace(rows=rows)
-
-
-def _settle_rows(
-    store: StoreBackend, plan: Plan, journal: Journal, settled: Sequence[tuple[PlanRow, RowStatus, Message | None]]
-) -> None:
-    """Journal rows' outcomes in one transaction (and in *journal* once committed); a row done marks the changes
-    it took back reverted with it."""
-    with store.transaction():
-        for row, status, note in settled:
-            store.set_row_status(plan.id, row.seq, status, note)
-            if status == "done":
-                if row.ref is not None:
-                    store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
-                else:
-                    store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
-    journal.update((row.seq, (status, note)) for row, status, note in settled)
-
-
-def _move_refs(root: str, rows: list[PlanRow]) -> list[tuple[RowStatus, Message | None]]:
-    """Move the refs of *rows* back: all that still hold what the plan saw, in one transaction, or none.
-
-    A ref that already holds its target (a resumed run) is done; one that
-    moved since the preview is skipped, and so are the others, since a
-    transaction with one stale ref moves nothing.
-    """
-    current = git.read_refs(root) or {}
-    outcomes: list[tuple[RowStatus, Message | None]] = []
-    moves = []
-    for row in rows:
-        assert row.ref is not None
-        now = current.get(row.ref.name)
-        if now == row.ref.target:
-            outcomes.append(("done", None))
-        elif now != row.ref.expect:
-            outcomes.append(("skipped", CHANGED_SINCE_PREVIEW))
-        else:
-            outcomes.append(("pending", None))
-            moves.append(git.RefMove(row.ref.name, row.ref.expect, row.ref.target))
-    if any(status == "skipped" for status, _ in outcomes):
-        return [(s, n) if s != "pending" else ("skipped", REFS_TOGETHER) for s, n in outcomes]
-    if not moves:
-        return outcomes
-    try:
-        moved = git.move_refs(root, moves)
-    except TurnbackError as exc:
-        return [(s, n) if s != "pending" else ("failed", exc.message) for s, n in outcomes]
-    if not moved:
-        return [(s, n) if s != "pending" else ("skipped", REFS_TOGETHER) for s, n in outcomes]
-    return [(s, n) if s != "pending" else ("done", None) for s, n in outcomes]
-
-
-def _settle_turns(store: StoreBackend, plan: Plan, journal: Journal) -> None:
-    """Update each turn's undo state; name ``turnback undo N --force`` on the rows a partly undone turn keeps."""
-    numbers: dict[str, int] = {}
-    for turn_id in plan.turn_ids:
-        state = store.refresh_turn_undone(TurnId(turn_id))
-        turn_rows = [row for row in plan.rows if row.turn_id == turn_id]
-        resolved_elsewhere = any(row.status == "skipped" and not row.force_only for row in turn_rows)
-        if state == "no" and resolved_elsewhere and plan.kind == "undo":
-            store.set_turn_undone(TurnId(turn_id), "partly")
-            state = "partly"
-        if state == "partly":
-            numbers[turn_id] = store.turn(TurnId(turn_id)).number
-    for row in plan.rows:
-        if row.status != "skipped":
-            continue
-        plans_again = row.note is not None and row.note.code in _PLANS_AGAIN
-        if plan.kind == "revert" and plans_again:
-            command = f"turnback revert {short_id(plan.call_id or '')}"
-        elif plan.kind == "undo" and row.turn_id in numbers:
-            command = f"turnback undo {numbers[row.turn_id]}"
-        else:
-            continue
-        # Name the command that acts on what this operation left, rather than a plain "undo" that will not.
-        if plans_again and row.note is not None:
-            note = Message(row.note.code, then=Message("command_plans_it_again", command=command))
-        elif row.force_only and row.reason is not None:
-            note = with_flag_command(row.reason, f"{command} --force")
-        else:
-            continue
-        store.set_row_status(plan.id, row.seq, "skipped", note)
-        journal[row.seq] = ("skipped", note)
-
-
 # Rows put in place together, with one sync of their files and one of their folders, and one journal commit.
 BATCH_ROWS = 1024
 # A row of a batch holds up to 6 descriptors open until the batch ends: its temp file, the file it displaces, its
@@ -713,7 +619,7 @@ def _apply_file_rows(
             except TurnbackError as exc:
                 outcomes = [("failed", exc.message)]
         done = rows[start : start + len(outcomes)]
-        _settle_rows(store, plan, journal, [(row, *outcome) for row, outcome in zip(done, outcomes, strict=True)])
+        settle_rows(store, plan, journal, [(row, *outcome) for row, outcome in zip(done, outcomes, strict=True)])
         start += len(outcomes)
 
 
@@ -731,7 +637,7 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
         applier = _Applier(store, tree, plan, reads_of(plan.id))
         with store.transaction():
             if plan.moves_head and not resumed:
-                _refuse_stale_head(store, plan)
+                refuse_stale_head(store, plan)
             if not resumed:
                 store.set_op_status(plan.id, "applying", expect="planned")
         ref_rows = [row for row in plan.rows if row.status == "pending" and row.action == "ref"]
@@ -740,55 +646,18 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
             store, plan, journal, applier, [r for r in plan.rows if r.status == "pending" and r.action != "ref"]
         )
         if ref_rows:  # moved together, after the files, in one transaction
-            outcomes = _move_refs(tree.root, ref_rows)
-            _settle_rows(
+            outcomes = move_refs(tree.root, ref_rows)
+            settle_rows(
                 store, plan, journal, [(row, *outcome) for row, outcome in zip(ref_rows, outcomes, strict=True)]
             )
         applier.remove_temp_files(resumed=resumed)
         with store.transaction():
-            applied = _journaled(plan, journal)
-            notes = _finish_operation(store, applied)
-            _settle_turns(store, applied, journal)
+            applied = journaled(plan, journal)
+            notes = finish_operation(store, applied)
+            settle_turns(store, applied, journal)
             store.set_op_status(plan.id, "done")
     trash = applier.trash_dir if os.path.isdir(applier.trash_dir) else None
-    return OpResult(_journaled(plan, journal)._replace(status="done"), trash, resumed=resumed, notes=notes)
-
-
-def _refuse_stale_head(store: StoreBackend, plan: Plan) -> None:
-    """A rollback, resend or redo applies only to the head it was planned against."""
-    head = store.session(plan.session_id).head
-    if head != plan.head_from:
-        raise RefusedError(Message("head_moved_since_preview", now=_head_name(head), seen=_head_name(plan.head_from)))
-
-
-def _head_name(head: TurnId | None) -> Message:
-    return Message("turn_id_shown", turn=short_id(head)) if head else Message("the_start")
-
-
-def _finish_operation(store: StoreBackend, plan: Plan) -> tuple[Message, ...]:
-    """What an operation does after its rows: a resend drops its calls, a rollback or resend moves the head,
-    a redo marks the operation it took back. Returns notes for the result."""
-    if plan.kind == "redo" and plan.reverses and any(row.status == "done" for row in plan.rows):
-        store.set_taken_back(plan.reverses, plan.id)
-    if not plan.moves_head:
-        return ()
-    if plan.kind == "resend":
-        stuck = [row for row in plan.rows if row.status in ("skipped", "failed")]
-        if stuck and plan.resend_mode == "revert":
-            return (Message("nothing_resent", count=len(stuck)),)
-        store.drop_calls_of_turns([TurnId(t) for t in plan.turn_ids])
-    if not store.set_head_if_equals(plan.session_id, plan.head_from, plan.head_to):
-        head = store.session(plan.session_id).head
-        if head != plan.head_to:  # a resumed run may have moved it already
-            return (Message("head_moved_while_applying"),)
-    if plan.kind == "resend":
-        parent = (
-            Message("turn_number_shown", number=store.turn(plan.head_to).number)
-            if plan.head_to
-            else Message("the_start")
-        )
-        return (Message("resent_turns_taken_away", count=len(plan.turn_ids), parent=parent),)
-    return ()
+    return OpResult(journaled(plan, journal)._replace(status="done"), trash, resumed=resumed, notes=notes)
 
 
 __all__ = ["CHANGED_SINCE_PREVIEW", "apply_plan", "trash_folder_name"]
