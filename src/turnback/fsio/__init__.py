@@ -6,17 +6,9 @@ symbolic link on the way is ever followed and nothing outside the root is
 read or written. Writes are atomic: a temp file in the same folder, fsync,
 rename over the name, fsync the folder.
 
-Fault injection for the reliability tests: :mod:`turnback.fsio.steps`:
-
-- ``TURNBACK_FAULT_KILL_AFTER=N``: SIGKILL right after the N-th durable step
-  (a rename, an unlink, a folder made or removed);
-- ``TURNBACK_FAULT_KILL_AFTER_COMMIT=N``: SIGKILL right after the N-th
-  committed store transaction (a snapshot's batches, a call's record);
-- ``TURNBACK_FAULT=enospc@N``: the N-th write of file content fails with
-  ENOSPC; ``eio@N``: the N-th fsync fails with EIO.
-
-That is how the tests prove an interrupted or failing undo resumes and
-loses nothing.
+Its parts: :mod:`~turnback.fsio.tree` (the walks, reads and atomic writes), :mod:`~turnback.fsio.batch`
+(syncs made in batches), :mod:`~turnback.fsio.entry` (what a path is) and :mod:`~turnback.fsio.steps` (the
+fault injection the reliability tests use to prove an interrupted or failing undo resumes and loses nothing).
 """
 
 from __future__ import annotations
