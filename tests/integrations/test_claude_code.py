@@ -347,6 +347,42 @@ def test_a_store_turnback_cannot_use_warns_once_and_lets_the_agent_go_on(home: P
     assert "KeyUnavailableError" in (home / "turnback.log").read_text()
 
 
+def test_a_write_into_the_store_or_a_git_folder_is_denied_saying_why_and_leaves_no_call(
+    home: Path, project: Path
+) -> None:
+    """What turnback's own file tools refuse, an agent's file tool is refused too: a write there could not be
+    recorded, and one in the store would let the agent change the history it is undone by."""
+    (project / ".git").mkdir()
+    claude = Claude(home, project)
+    claude.prompt("write where you should not")
+    store_file = home / "turnback.db"
+    reasons = {
+        str(store_file): f"{store_file} is inside turnback's store, which the agent's tools never touch",
+        str(project / ".git" / "config"): ".git/config is inside a .git folder, which turnback never writes",
+    }
+    for path, why in reasons.items():
+        for tool, tool_input in (
+            ("Write", {"file_path": path, "content": "x\n"}),
+            ("Edit", {"file_path": path, "old_string": "a", "new_string": "b", "replace_all": False}),
+        ):
+            result = claude.send("PreToolUse", tool_name=tool, tool_input=tool_input, tool_use_id="toolu_bad")
+            assert result.err == "", result
+            assert json.loads(result.out) == {
+                "hookSpecificOutput": {
+                    "hookEventName": "PreToolUse",
+                    "permissionDecision": "deny",
+                    "permissionDecisionReason": (
+                        f"turnback refused this call: {why}. Nothing was changed. "
+                        "turnback could not record this write or take it back."
+                    ),
+                }
+            }, result.out
+    claude.stop()
+    assert not (project / ".git" / "config").exists()
+    (turn,) = log_json(home, project)["turns"]
+    assert turn["calls"] == []
+
+
 # -- background jobs and compaction ----------------------------------------------------------
 
 

@@ -247,6 +247,27 @@ def test_a_patch_over_the_cap_is_refused_with_the_reason_and_leaves_no_call(home
     assert [c["tool"] for c in turn["calls"]] == ["apply_patch"], turn  # the refused one never ran
 
 
+def test_a_patch_into_a_git_folder_is_denied_saying_why_and_leaves_no_call(home: Path, project: Path) -> None:
+    (project / ".git").mkdir(exist_ok=True)
+    events = payloads("happy_path", project, home)
+    start, prompt = events[0], events[1]
+    patch = next(e for e in events if e.get("tool_name") == "apply_patch")
+    send(home, project, start)
+    send(home, project, prompt)
+    into_git = {**patch, "tool_use_id": "call_git"}
+    into_git["tool_input"] = {"command": "*** Begin Patch\n*** Add File: .git/hooks/pre-commit\n+x\n*** End Patch\n"}
+    output = json.loads(send(home, project, into_git).out)["hookSpecificOutput"]
+    assert output == {
+        "hookEventName": "PreToolUse",
+        "permissionDecision": "deny",
+        "permissionDecisionReason": (
+            "turnback refused this call: .git/hooks/pre-commit is inside a .git folder, which turnback never "
+            "writes. Nothing was changed. turnback could not record this write or take it back."
+        ),
+    }, output
+    assert run_cli(home, "log", "--json", cwd=project).json()["turns"][0]["calls"] == []
+
+
 def test_status_says_the_codex_hooks_have_not_run_until_a_hook_of_theirs_did(home: Path, project: Path) -> None:
     hooks = project / ".codex" / "hooks.json"
     assert run_cli(home, "install", "codex", cwd=project).rc == 0

@@ -193,6 +193,28 @@ def test_a_write_over_the_cap_asks_the_user_in_an_interactive_run_and_is_refused
     assert "modified big.bin (not covered: 1.5 MiB, over store.max_mib (1 MiB))" in shown, shown
 
 
+def test_a_write_into_the_store_is_denied_even_where_the_user_could_be_asked(home: Path, project: Path) -> None:
+    """A path turnback's own file tools refuse is no question for the user: denied in both runs, saying why."""
+    session = {"session_id": "s-store", "cwd": str(project), "transcript_path": str(project.parent / "t.json")}
+    send(home, project, {**session, "hook_event_name": "BeforeAgent", "prompt": "write in the store"})
+    target = home / "notes.txt"
+    tool = {"tool_name": "write_file", "tool_input": {"file_path": str(target), "content": "x\n"}}
+    event = json.dumps({**session, **tool, "hook_event_name": "BeforeTool"}).encode()
+    reason = (
+        f"turnback refused this call: {target} is inside turnback's store, which the agent's tools never touch. "
+        "Nothing was changed. turnback could not record this write or take it back."
+    )
+    for run in ("terminal", "headless"):
+        result = run_cli(
+            home, "hook", "gemini", stdin=event, cwd=project, prefix=[sys.executable, "-c", AS_GEMINI, run]
+        )
+        assert result.rc == 0 and result.err == "", result
+        assert json.loads(result.out) == {"decision": "deny", "reason": reason}, run
+    assert not target.exists()
+    (turn,) = run_cli(home, "log", "--json", cwd=project).json()["turns"]
+    assert turn["calls"] == []
+
+
 def test_status_says_the_gemini_hooks_have_not_run_until_a_hook_of_theirs_did(home: Path, project: Path) -> None:
     settings = project / ".gemini" / "settings.json"
     assert run_cli(home, "install", "gemini", cwd=project).rc == 0

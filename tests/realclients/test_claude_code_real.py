@@ -327,3 +327,26 @@ def test_after_a_kill_undo_is_not_refused_and_takes_the_turn_back(claude: RealCl
     done = undo(claude)
     assert done.rc == 0, done
     assert tree_state(project) == start
+
+
+# -- c: what turnback's own tools refuse, Claude Code's are refused too --------------------------------------
+
+
+def test_a_write_into_the_store_is_denied_and_the_model_is_told_why(claude: RealClaude, project: Path) -> None:
+    """Even with every permission skipped: the hook's "deny" stands, the file is never written, and the
+    reason reaches the model as the tool's result."""
+    planted = claude.home / "planted.txt"
+    claude.api.script[:] = [
+        Tools((Tool("Write", {"file_path": str(planted), "content": "history, rewritten\n"}),)),
+        Text("I could not write there."),
+    ]
+    stream = claude.stream(SKIP)
+    assert turn(stream, "write into the store")["subtype"] == "success"
+    assert stream.close() == 0
+    events = record(claude, "store_write_denied")
+    assert of(events, "PreToolUse", tool_name="Write") and not of(events, "PostToolUse", tool_name="Write")
+    assert not planted.exists()
+    said = json.dumps([r.body for r in claude.api.requests if r.main][-1]["messages"])
+    assert "inside turnback's store, which the agent's tools never touch" in said, said
+    (only,) = run_cli(claude.home, "log", "--json", cwd=project).json()["turns"]
+    assert only["calls"] == []

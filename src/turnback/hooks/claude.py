@@ -11,7 +11,9 @@
   call with no PostToolUse stays "may be cut short", still revertible. When
   turnback cannot keep a copy of the file (over ``store.max_mib``,
   unreadable), the user is asked (``permissionDecision: "ask"`` with the
-  reason) and the call is recorded as not covered.
+  reason) and the call is recorded as not covered. A path turnback's own
+  file tools refuse (its store, a ``.git`` folder, a link into the
+  project) is denied (``permissionDecision: "deny"``, saying why).
 - PreToolUse for Bash (and PowerShell): scan the project; PostToolUse: scan
   again and record the difference, less what changed before the command
   really started (a permission prompt comes between PreToolUse and the run):
@@ -81,14 +83,14 @@ class _Hook:
             path = tool_input.get(FILE_TOOLS[tool])
             if not isinstance(path, str) or not path:
                 return None
-            ask = self.recorder.file_before(tool, tool_input, use_id, [path])
-            if ask is None:
+            verdict = self.recorder.file_before(tool, tool_input, use_id, [path])
+            if verdict is None:
                 return None
             return {
                 "hookSpecificOutput": {
                     "hookEventName": "PreToolUse",
-                    "permissionDecision": "ask",
-                    "permissionDecisionReason": ask,
+                    "permissionDecision": verdict.decision,
+                    "permissionDecisionReason": verdict.reason,
                 }
             }
         if tool in SHELL_TOOLS:

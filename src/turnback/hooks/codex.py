@@ -10,7 +10,9 @@ What Codex 0.171 sends (tests/realclients/payloads/codex_*.json):
   deletes or moves (both names) is kept before it runs and recorded after.
   When turnback cannot keep a copy of one (over ``store.max_mib``,
   unreadable), the patch is refused (``permissionDecision: "deny"`` with the
-  reason and how to let it through): Codex takes no "ask" from a hook.
+  reason and how to let it through): Codex takes no "ask" from a hook. A
+  path turnback's own file tools refuse (its store, a ``.git`` folder) is
+  denied the same way.
 - A patch that fails gets no PostToolUse, and a patch applied through the shell
   (``apply_patch <<EOF`` in a Bash call) gets no PostToolUse at all, yet changes
   files: such a call is closed at the session's next event (the next tool call,
@@ -90,13 +92,13 @@ class _Hook:
         use_id = str(self.event.get("tool_use_id") or "")
         if tool == PATCH_TOOL:
             paths = patch_paths(command)
-            refused = self.recorder.file_before(tool, tool_input, use_id, paths, can_ask=False) if paths else None
-            if refused is not None:  # a copy turnback cannot keep: Codex's hooks cannot ask ("ask" is refused)
+            verdict = self.recorder.file_before(tool, tool_input, use_id, paths, can_ask=False) if paths else None
+            if verdict is not None:  # Codex's hooks cannot ask ("ask" is refused): always a denial
                 return {
                     "hookSpecificOutput": {
                         "hookEventName": "PreToolUse",
-                        "permissionDecision": "deny",
-                        "permissionDecisionReason": refused,
+                        "permissionDecision": verdict.decision,
+                        "permissionDecisionReason": verdict.reason,
                     }
                 }
         elif tool == SHELL_TOOL:

@@ -86,6 +86,13 @@ class Caller(NamedTuple):
         )
 
 
+class Verdict(NamedTuple):
+    """A hook's answer to a file tool it will not let through as it is: ``ask`` the user, or ``deny`` it."""
+
+    decision: str
+    reason: str
+
+
 class Recorder:
     """One event of one agent session, recorded through the engine. *harness* names the agent in the store
     (session and call ids are the agent's own, under it); *external* is the agent's session id."""
@@ -185,23 +192,32 @@ class Recorder:
 
     def file_before(
         self, tool: str, tool_input: dict[str, Any], use_id: str, paths: Sequence[str], *, can_ask: bool = True
-    ) -> str | None:
-        """A file tool is about to write *paths*: keep what they hold. When turnback cannot keep a copy, the
-        reason to give is returned: to ask the user (the call is recorded as not covered), or, where the
-        agent's hooks cannot ask (*can_ask* False), to refuse the call with (then it never runs: no record)."""
-        from turnback.errors import UncoveredError
+    ) -> Verdict | None:
+        """A file tool is about to write *paths*: keep what they hold. None when it may go ahead; else what to
+        tell the agent:
+
+        - a path turnback's own file tools refuse (its store, a ``.git`` folder, a link into the project):
+          denied, where the agent can ask too. Such a write could not be recorded, and one in the store
+          would let the agent change the history it is undone by.
+        - content turnback cannot keep a copy of (over the cap, unreadable): the user is asked, and the call
+          is recorded as not covered; where the agent's hooks cannot ask (*can_ask* False), denied (then it
+          never runs: no record).
+        """
+        from turnback.errors import UncoveredError, UnsafePathError
 
         session = self.session()
         self.running_turn(session)
         begin = {"cwd": self.cwd, "external_id": (self.harness, use_id) if use_id else None, "before": list(paths)}
         try:
             self.engine.begin_call(session.id, tool, tool_input, **begin)
+        except UnsafePathError as unsafe:
+            return Verdict("deny", say("agent_deny_unsafe_path", why=unsafe.message))
         except UncoveredError as refused:
             if not can_ask:
-                return say("agent_deny_uncovered", why=refused.why)
+                return Verdict("deny", say("agent_deny_uncovered", why=refused.why))
             # The user decides: recorded as not covered, so if it goes ahead every view says it cannot be undone.
             self.engine.begin_call(session.id, tool, tool_input, uncovered=True, **begin)
-            return say("hook_ask_uncovered", why=refused.why)
+            return Verdict("ask", say("hook_ask_uncovered", why=refused.why))
         return None
 
     def command_before(self, command: str, use_id: str, *, background: bool = False) -> None:
@@ -379,4 +395,4 @@ def run(
     return 0
 
 
-__all__ = ["Caller", "Recorder", "agent_pid", "call_key", "handle", "run"]
+__all__ = ["Caller", "Recorder", "Verdict", "agent_pid", "call_key", "handle", "run"]

@@ -11,7 +11,9 @@ What Gemini CLI 0.61 sends (tests/realclients/payloads/gemini_*.json):
   AfterTool with ``error``: it ends failed, with no change; when turnback
   cannot keep a copy of the file, the answer is ``decision: "ask"`` with the
   reason, and Gemini CLI asks the user; a headless run, which cannot ask,
-  is told ``deny`` with the reason instead (:func:`asks_user`)) and
+  is told ``deny`` with the reason instead (:func:`asks_user`); a path
+  turnback's own file tools refuse (its store, a ``.git`` folder) is always
+  denied) and
   ``run_shell_command`` {command} (scanned before and after; its exit code is
   only inside ``llmContent``, so it is not read).
 - AfterAgent: the turn ends; the summary goes to the user (``systemMessage``).
@@ -94,12 +96,12 @@ class _Hook:
         if not isinstance(path, str) or not path:
             return None
         can_ask = asks_user(self.recorder.agent_pid())
-        said = self.recorder.file_before(tool, tool_input, use_id, [path], can_ask=can_ask)
-        if said is None:
+        verdict = self.recorder.file_before(tool, tool_input, use_id, [path], can_ask=can_ask)
+        if verdict is None:
             return None
-        if can_ask:  # a copy turnback cannot keep: Gemini CLI asks the user, showing why (the call is not covered)
-            return {"decision": "ask", "reason": said, "systemMessage": said}
-        return {"decision": "deny", "reason": said}
+        if verdict.decision == "ask":  # a copy turnback cannot keep: Gemini CLI asks the user, showing why
+            return {"decision": "ask", "reason": verdict.reason, "systemMessage": verdict.reason}
+        return {"decision": "deny", "reason": verdict.reason}
 
     def after_tool(self) -> Output:
         found = self.tool()
