@@ -1,4 +1,5 @@
-"""The direct ``tools/call`` path (``turnback.mcp.direct``) answers exactly as the SDK's tool manager does.
+"""The direct ``tools/call`` path (``turnback.mcp.direct``) answers exactly as the SDK's tool manager does,
+both where the SDK dispatches the call to it and where it answers on the wire before the SDK reads the line.
 
 Each pair of calls below asks the same thing twice: once with arguments of their exact JSON types (answered
 directly), once in a form only the SDK's model takes (``"3"`` for 3, an extra key it ignores), which the
@@ -8,11 +9,15 @@ direct path hands to the SDK. The two answers must be the same, success and refu
 from __future__ import annotations
 
 import json
+import select
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import cli_env
 from tests.integrations.test_mcp import serve
 
 mcp = pytest.importorskip("mcp")
@@ -79,6 +84,82 @@ def test_a_write_answered_directly_is_recorded_and_its_text_names_the_call(tmp_p
     assert (project / "new.txt").read_bytes() == b"hello\n"
 
 
+class RawClient:
+    """``turnback mcp`` over its real pipes, spoken to line by line (what the server writes, exactly)."""
+
+    def __init__(self, home: Path, project: Path, errors: Path):
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "turnback", "mcp", "--root", str(project)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors.open("wb"),
+            env=cli_env(home),
+            cwd=project,
+        )
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.write(json.dumps(message).encode() + b"\n")
+        self.server.stdin.flush()
+
+    def reply(self, timeout: float = 20.0) -> dict[str, Any]:
+        assert self.server.stdout is not None
+        ready, _, _ = select.select([self.server.stdout], [], [], timeout)
+        assert ready, f"no reply within {timeout} s"
+        answer = json.loads(self.server.stdout.readline())
+        assert isinstance(answer, dict)
+        return answer
+
+    def call(self, request_id: int, params: dict[str, Any]) -> dict[str, Any]:
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+        answer = self.reply()
+        assert answer.pop("id") == request_id, answer
+        return answer
+
+    def close(self) -> None:
+        assert self.server.stdin is not None
+        self.server.stdin.close()
+        assert self.server.wait(20) == 0
+
+
+@pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "1999-01-01"])
+def test_a_call_answered_on_the_wire_is_the_reply_the_sdk_writes(tmp_path: Path, home: Path, version: str) -> None:
+    """The same calls in the plain form (answered on the wire) and with a ``_meta`` (read by the SDK, which
+    hands them to the direct handler): the replies are the same JSON, key for key, for each protocol version
+    the handshake can settle on (an unknown one settles on the newest)."""
+    project = tmp_path / "p"
+    project.mkdir()
+    (project / "a.txt").write_text("one\ntwo\n")
+    client = RawClient(home, project, tmp_path / "err.log")
+    try:
+        before = client.call(1, {"name": "write_file", "arguments": {"path": "early.txt", "content": "x"}})
+        assert "error" in before, before  # before the handshake: the SDK's refusal, nothing written
+        assert not (project / "early.txt").exists()
+        params = {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        client.send({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": params})
+        assert client.reply()["id"] == 2
+        client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        calls = [
+            ("read_text_file", {"path": "a.txt"}),
+            ("write_file", {"path": "../outside.txt", "content": "x"}),  # refused: an error result
+            ("list_allowed_directories", {}),
+            ("get_file_info", {"path": "nowhere"}),
+        ]
+        request_id = 10
+        for name, arguments in calls:
+            request_id += 2
+            on_wire = client.call(request_id, {"name": name, "arguments": arguments})
+            by_sdk = client.call(request_id + 1, {"name": name, "arguments": arguments, "_meta": {}})
+            assert on_wire == by_sdk, name
+            assert "resultType" not in on_wire["result"], on_wire  # no field of a later protocol version
+        written = client.call(99, {"name": "write_file", "arguments": {"path": "new.txt", "content": "hello\n"}})
+        assert written["result"]["isError"] is False, written
+        assert (project / "new.txt").read_bytes() == b"hello\n"
+    finally:
+        client.close()
+    assert not (tmp_path / "outside.txt").exists()
+
+
 WRITE_FILE_SCHEMA = {
     "properties": {
         "path": {"description": "a path", "title": "Path", "type": "string"},
@@ -107,3 +188,49 @@ WRITE_FILE_SCHEMA = {
 )
 def test_only_arguments_of_their_exact_plain_types_are_taken_directly(arguments: dict[str, Any], direct: bool) -> None:
     assert PlainArguments(WRITE_FILE_SCHEMA).accepts(arguments) is direct
+
+
+def test_the_wire_answers_plain_calls_of_tools_that_do_not_wait_and_only_after_the_handshake(
+    home: Path, project: Path
+) -> None:
+    """What :meth:`DirectCalls.answer_line` takes from the SDK, line by line (``None``: the SDK reads it)."""
+    import anyio
+
+    import turnback
+    from turnback.mcp.server import Tools, build_server
+
+    engine = turnback.open(str(home), confined=True)
+    root = str(project.resolve())
+
+    def call(name: str, arguments: object, **extra: object) -> str:
+        params = {"name": name, "arguments": arguments, **extra}
+        return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}) + "\n"
+
+    write = call("write_file", {"path": "w.txt", "content": "w\n"})
+    handshake = [
+        json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25"}}),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ]
+    not_on_the_wire = [
+        call("write_file", {"path": "w.txt", "content": "w\n"}, _meta={"progressToken": 1}),
+        call("run_command", {"command": "true"}),  # it waits: the SDK serves other calls meanwhile
+        call("edit_file", {"path": "w.txt", "edits": [{"oldText": "w", "newText": "v"}]}),  # not plain
+        call("write_file", {"path": "w.txt"}),  # an argument missing: the SDK words it
+        call("write_file", {"path": "\ud800", "content": "w\n"}),  # no Unicode
+        json.dumps({"jsonrpc": "2.0", "id": 8, "method": "tools/list"}),
+    ]
+
+    async def lines() -> tuple[list[str | None], str | None, list[str | None]]:
+        server, direct = build_server(Tools(engine, engine.new_session(root, title="t"), root, 30.0))
+        early = [await direct.answer_line(line) for line in (write, *handshake)]
+        return early, await direct.answer_line(write), [await direct.answer_line(line) for line in not_on_the_wire]
+
+    try:
+        early, answered, passed = anyio.run(lines)
+    finally:
+        engine.close()
+    assert early == [None, None, None]
+    assert answered is not None and answered.endswith("\n")
+    assert json.loads(answered)["result"]["isError"] is False, answered
+    assert passed == [None] * len(not_on_the_wire)
+    assert (project / "w.txt").read_bytes() == b"w\n"

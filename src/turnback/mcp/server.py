@@ -49,7 +49,7 @@ import turnback
 from turnback import Engine, Session, TurnbackError
 from turnback.catalog import Message, language, say, word
 from turnback.engine import TextEdit, TextEdited
-from turnback.mcp.direct import ToolFunction, answer_directly
+from turnback.mcp.direct import DirectCalls, ToolFunction
 from turnback.mcp.wire import run_stdio
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
@@ -73,6 +73,9 @@ TOOLS = (
     "delete_file",
     "run_command",
 )
+# Tools that wait while they work (a command, in a worker thread): the SDK answers them, serving other calls
+# meanwhile and stopping the command when the client cancels; the others answer at once (mcp/direct.py).
+WAITS = frozenset({"run_command"})
 
 
 Path = Annotated[str, Field(description="a path inside the allowed folder (relative to it, or absolute)")]
@@ -472,7 +475,8 @@ def _hints(*, read_only: bool, destructive: bool = False, idempotent: bool = Fal
 READS = _hints(read_only=True)
 
 
-def build_server(tools: Tools) -> MCPServer:
+def build_server(tools: Tools) -> tuple[MCPServer, DirectCalls]:
+    """The server of *tools*, and its calls answered without the SDK (to hand to :func:`run_stdio` with it)."""
     server: MCPServer = MCPServer(
         "turnback",
         version=turnback.__version__,
@@ -615,8 +619,7 @@ def build_server(tools: Tools) -> MCPServer:
     async def run_command(command: str, timeout: float | None = None, cwd: str | None = None) -> str:
         return await run_command_served(tools, command, timeout, cwd)
 
-    answer_directly(server, functions)
-    return server
+    return server, DirectCalls(server, functions, waits=WAITS)
 
 
 async def run_command_served(tools: Tools, command: str, timeout: float | None, cwd: str | None) -> str:
@@ -656,7 +659,7 @@ def serve(
         language.set(turnback.pick_language(lang, engine.home))
         session = engine.new_session(real_root, title=title or "MCP client")
         gap = float(engine.config_value("mcp.turn_gap_s", project_root=real_root))  # type: ignore[arg-type]
-        anyio.run(run_stdio, build_server(Tools(engine, session, real_root, gap)))
+        anyio.run(run_stdio, *build_server(Tools(engine, session, real_root, gap)))
     finally:
         engine.close()
 

@@ -23,6 +23,7 @@ from mcp.types import INVALID_REQUEST, PARSE_ERROR, ErrorData, JSONRPCError
 from pydantic import ValidationError
 
 from turnback.catalog import say
+from turnback.mcp.direct import DirectCalls
 
 
 def _unreadable_reply(problem: Exception) -> JSONRPCError | None:
@@ -134,21 +135,45 @@ class _PipeLines:
 
 class _PipeWriter:
     """The server's pipe to the client, written by the event loop itself (the SDK's transport writes and
-    flushes each message in a worker thread): a write waits only while the client has not read the pipe."""
+    flushes each message in a worker thread): a write waits only while the client has not read the pipe.
+    Two writers (the SDK's and :class:`_Shortcut`) take turns, so a message written in parts is never torn."""
 
     def __init__(self, fd: int):
         self._fd = fd
+        self._turn = anyio.Lock()
 
     async def write(self, text: str) -> None:
         data = memoryview(text.encode("utf-8"))
-        while data:
-            try:
-                data = data[os.write(self._fd, data) :]
-            except BlockingIOError:
-                await anyio.wait_writable(self._fd)
+        async with self._turn:
+            while data:
+                try:
+                    data = data[os.write(self._fd, data) :]
+                except BlockingIOError:
+                    await anyio.wait_writable(self._fd)
 
     async def flush(self) -> None:
         """Nothing is buffered."""
+
+
+class _Shortcut:
+    """The client's lines as the SDK reads them, less those :class:`~turnback.mcp.direct.DirectCalls` answers
+    on the wire: their replies are written here, and the SDK never sees them."""
+
+    def __init__(self, lines: _PipeLines, writer: _PipeWriter, direct: DirectCalls):
+        self._lines = lines
+        self._writer = writer
+        self._direct = direct
+
+    def __aiter__(self) -> _Shortcut:
+        return self
+
+    async def __anext__(self) -> str:
+        while True:
+            line = await self._lines.__anext__()
+            reply = await self._direct.answer_line(line)
+            if reply is None:
+                return line
+            await self._writer.write(reply)
 
 
 @contextlib.contextmanager
@@ -178,13 +203,18 @@ def _pipe_wire() -> Iterator[tuple[_PipeLines, _PipeWriter] | None]:
         os.close(null)
 
 
-async def run_stdio(server: MCPServer) -> None:
+async def run_stdio(server: MCPServer, direct: DirectCalls) -> None:
     """``server.run("stdio")``, with every message answered (see :class:`_AnsweringReader`), over the
-    SDK's transport fed by :func:`_pipe_wire`'s pipes where it can (each call then costs no thread hops)."""
+    SDK's transport fed by :func:`_pipe_wire`'s pipes where it can (each call then costs no thread hops, and
+    *direct* answers the calls it may on the wire: :class:`_Shortcut`)."""
     lowlevel = server._lowlevel_server  # the SDK's own run_stdio_async does the same; no public handle exists
     with _pipe_wire() as wire:
         # The SDK types its explicit streams as anyio files; it only iterates the one and writes and flushes the other.
-        streams = stdio_server() if wire is None else stdio_server(*cast("tuple[Any, Any]", wire))
+        if wire is None:
+            streams = stdio_server()
+        else:
+            lines, writer = wire
+            streams = stdio_server(*cast("tuple[Any, Any]", (_Shortcut(lines, writer, direct), writer)))
         async with streams as (read_stream, write_stream):
             reader = _AnsweringReader(read_stream, write_stream)
             await lowlevel.run(reader, write_stream, lowlevel.create_initialization_options())
