@@ -221,7 +221,7 @@ def test_the_wire_answers_plain_calls_of_tools_that_do_not_wait_and_only_after_t
     ]
 
     async def lines() -> tuple[list[str | None], str | None, list[str | None]]:
-        server, direct = build_server(Tools(engine, engine.new_session(root, title="t"), root, 30.0))
+        _, direct = build_server(Tools(engine, engine.new_session(root, title="t"), root, 30.0))
         early = [await direct.answer_line(line) for line in (write, *handshake)]
         return early, await direct.answer_line(write), [await direct.answer_line(line) for line in not_on_the_wire]
 
