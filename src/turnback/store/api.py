@@ -32,7 +32,7 @@ What a backend must keep, whatever it is built on:
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
 from typing import Protocol, Self
 
 from turnback.catalog import Message
@@ -74,6 +74,7 @@ from turnback.store.records import (
     Notice,
     OperationSummary,
     OverlappingCall,
+    PathKey,
     RegisteredProject,
     RunningCommand,
     RunningTurn,
@@ -103,6 +104,9 @@ class BlobBackend(Protocol):
         """Store rows ``seal_chunks`` made (inside a transaction); a blob already stored stays as it is."""
 
     def has(self, blob_id: BlobId) -> bool: ...
+
+    def present(self, blob_ids: Iterable[bytes]) -> set[bytes]:
+        """Which of *blob_ids* are stored (a query per few hundred ids, not one each)."""
 
     def iter_content(self, blob_id: BlobId) -> Iterator[bytes]:
         """The content in pieces, each checked; the whole is checked before the last piece is given."""
@@ -334,6 +338,18 @@ class CallStore(Protocol):
         A command's change is what differs between its scans; a call running meanwhile may have made it: a
         call whose own end scan, later, saw it too, or a file tool's call, which names what it wrote."""
 
+    def pending_later_calls(
+        self, project_id: ProjectId, call_id: CallId, paths: Iterable[PathKey], excluding: Set[str]
+    ) -> dict[PathKey, CallId]:
+        """:meth:`pending_later_call` of each of *paths* (path, outside) at once (a plan asks it once per call,
+        not once per change); a path with no such call is not in the answer."""
+
+    def overlapping_calls_on_paths(
+        self, project_id: ProjectId, call_id: CallId, paths: Iterable[PathKey]
+    ) -> dict[PathKey, list[OverlappingCall]]:
+        """:meth:`overlapping_calls_on_path` of each of *paths* (path, outside) at once (a plan asks it once per
+        command, not once per change)."""
+
 
 class OperationStore(Protocol):
     """Operations: plans saved and loaded whole, their status moved by compare-and-swap."""
@@ -346,6 +362,9 @@ class OperationStore(Protocol):
         """Move an operation to *status*; with *expect*, only from that status (compare-and-swap)."""
 
     def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: Message | None) -> None: ...
+
+    def set_row_statuses(self, op_id: OpId, rows: Sequence[tuple[int, RowStatus, Message | None]]) -> None:
+        """:meth:`set_row_status` of each (seq, status, note) of *rows*, in one statement run for all."""
 
     def ops_of_session(self, session_id: SessionId) -> list[OperationSummary]:
         """The session's applied (or applying) operations, oldest first: id, kind, status, reverses, taken back by."""

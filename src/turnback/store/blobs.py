@@ -51,6 +51,8 @@ def _context(blob_id: bytes, kind: int) -> bytes:
     return b"blob" + blob_id + bytes([kind])
 
 
+# Blob ids asked about in one query (``present``).
+_IDS_PER_QUERY = 500
 _INSERT_BLOB = "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING"
 
 
@@ -188,6 +190,17 @@ class BlobStore:
 
     def has(self, blob_id: BlobId) -> bool:
         return self._db.one("SELECT 1 FROM blobs WHERE id=?", (blob_id,)) is not None
+
+    def present(self, blob_ids: Iterable[bytes]) -> set[bytes]:
+        """Which of *blob_ids* are stored: a query per few hundred ids (each a bound parameter, well under
+        SQLite's and PostgreSQL's limits)."""
+        ids = list(dict.fromkeys(blob_ids))
+        found: set[bytes] = set()
+        for first in range(0, len(ids), _IDS_PER_QUERY):
+            part = ids[first : first + _IDS_PER_QUERY]
+            marks = ", ".join("?" * len(part))
+            found.update(bytes(row["id"]) for row in self._db.all(f"SELECT id FROM blobs WHERE id IN ({marks})", part))
+        return found
 
     def _get(self, blob_id: bytes) -> _Opened:
         row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))

@@ -54,6 +54,10 @@ class CallSnapshots(NamedTuple):
     baseline_id: str | None  # the stat cache it started from
 
 
+# A change's path as the store names it: (path, outside), a project path or (outside) an absolute one.
+PathKey = tuple[str, bool]
+
+
 class OverlappingCall(NamedTuple):
     call_id: CallId
     kind: str
@@ -171,6 +175,7 @@ __all__ = [
     "Notice",
     "OperationSummary",
     "OverlappingCall",
+    "PathKey",
     "RegisteredProject",
     "RunningCommand",
     "RunningTurn",

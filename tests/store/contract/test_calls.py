@@ -108,3 +108,45 @@ def test_a_running_command_overlaps_every_path(backend: StoreBackend, turn: Turn
     assert backend.overlapping_calls_on_path(project_id, RelPath("out.o"), command) == [(job, "job", True)]
     backend.finish_call(job, "done", exit_code=0)  # ended later, but changed no such path
     assert backend.overlapping_calls_on_path(project_id, RelPath("out.o"), command) == []
+
+
+def test_other_calls_on_many_paths_are_found_with_one_question_per_call(backend: StoreBackend, turn: Turn) -> None:
+    """A plan asks about all of a call's paths at once: each path gets the answer asking about it alone gives,
+    with more paths than one query binds (the paths are asked a few hundred at a time)."""
+    project_id = backend.session(turn.session_id).project_id
+    paths = [RelPath(f"src/f{i}.c") for i in range(600)]
+    command = backend.create_call(turn, "exec", "make", kind="command")
+    for seq, path in enumerate(paths):
+        backend.add_change(command, seq, project_id, path, file_state(backend, b"x"), file_state(backend, b"y"))
+    job = backend.create_call(turn, "exec", "watch", kind="job")  # still runs: it may have made any change
+    tool = backend.create_call(turn, "Edit", None)  # ran while the command ran, and ended after it
+    backend.add_change(tool, 0, project_id, paths[5], file_state(backend, b"y"), file_state(backend, b"z"))
+    backend.finish_call(command, "done", exit_code=0)
+    backend.finish_call(tool, "done")
+    later = backend.create_call(turn, "Edit", None)
+    backend.add_change(later, 0, project_id, paths[599], file_state(backend, b"y"), file_state(backend, b"w"))
+    outside = FileState("absent")
+    backend.add_change(later, 1, project_id, RelPath("/etc/outside"), outside, file_state(backend, b"o"), outside=True)
+    backend.finish_call(later, "done")
+    keys = [(str(path), False) for path in paths] + [("/etc/outside", True), ("src/f5.c", True)]
+    overlapping = backend.overlapping_calls_on_paths(project_id, command, keys)
+    assert overlapping[("src/f5.c", False)] == [(job, "job", True), (tool, "tool", False)]
+    assert overlapping[("src/f0.c", False)] == overlapping[("src/f5.c", True)] == [(job, "job", True)]
+    for path, outside in keys:
+        alone = backend.overlapping_calls_on_path(project_id, RelPath(path), command, outside=outside)
+        assert overlapping[(path, outside)] == alone
+    pending = backend.pending_later_calls(project_id, command, keys, set())
+    assert pending == {("src/f5.c", False): tool, ("src/f599.c", False): later, ("/etc/outside", True): later}
+    assert backend.pending_later_calls(project_id, command, keys, {later}) == {("src/f5.c", False): tool}
+    for path, outside in keys:
+        alone = backend.pending_later_call(project_id, RelPath(path), command, set(), outside=outside)
+        assert pending.get((path, outside)) == alone
+    assert backend.overlapping_calls_on_paths(project_id, command, []) == {}
+    assert backend.pending_later_calls(project_id, command, [], set()) == {}
+
+
+def test_which_copies_are_kept_is_asked_at_once(backend: StoreBackend) -> None:
+    kept = [backend.blobs.put_bytes(f"copy {i}\n".encode()) for i in range(700)]
+    never = [backend.crypto.content_id(f"never stored {i}\n".encode()) for i in range(3)]
+    assert backend.blobs.present([*kept, *never, kept[0]]) == set(kept)
+    assert backend.blobs.present([]) == set()

@@ -90,6 +90,13 @@ def test_row_results_and_the_operations_of_a_session(backend: StoreBackend, sess
         ("pending", None),
         ("skipped", None),
     ]
+    # a batch's rows journaled in one statement, each with its own note
+    backend.set_row_statuses(preview.id, [(1, "failed", Message("plain", text="disk full")), (2, "done", None)])
+    assert [(r.status, r.note) for r in backend.load_plan(preview.id).rows[:3]] == [
+        ("pending", None),
+        ("failed", Message("plain", text="disk full")),
+        ("done", None),
+    ]
     assert backend.ops_of_session(session.id) == []  # previews are not listed
     assert backend.ops_in_status(session.id, "planned") == sorted([preview.id, applied.id, redo.id])
     assert backend.newest_op_to_take_back(session.id) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Set
 
 from turnback.catalog import Message
 from turnback.errors import RecordDamagedError, UsageError
@@ -20,7 +20,7 @@ from turnback.model import (
     TurnId,
 )
 from turnback.paths import RelPath
-from turnback.store.records import CallProcesses, CallSnapshots, OverlappingCall, RunningCommand
+from turnback.store.records import CallProcesses, CallSnapshots, OverlappingCall, PathKey, RunningCommand
 from turnback.store.sqlite.base import (
     CALL_KINDS,
     CALL_STATUSES,
@@ -53,6 +53,8 @@ _CALL_COLUMNS = ", ".join(
         "unasked",
     )
 )
+# Paths asked about in one query: each is a bound parameter, well under SQLite's and PostgreSQL's limits.
+_PATHS_PER_QUERY = 500
 _CHANGE_COLUMNS = (
     "id, call_id, seq, path_enc, before_kind, before_blob, before_size, before_mode, before_target_enc,"
     " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, evicted, reverted,"
@@ -326,16 +328,27 @@ class CallQueries(SqliteRecords):
     ) -> CallId | None:
         """The newest call after *call_id* (any session of the project, not in *excluding*) whose change
         of *path* is not taken back: while it stands, an undo of *call_id*'s change must not act."""
-        rows = self.db.all(
-            "SELECT calls.id AS id FROM changes JOIN calls ON calls.id = changes.call_id"
-            " WHERE changes.project_id=? AND changes.path_id=? AND changes.reverted=0"
-            " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid DESC",
-            (project_id, self._scoped_path_id(project_id, path, outside=outside), call_id),
-        )
-        for row in rows:
-            if row["id"] not in excluding:
-                return CallId(row["id"])
-        return None
+        return self.pending_later_calls(project_id, call_id, [(path, outside)], excluding).get((path, outside))
+
+    def pending_later_calls(
+        self, project_id: ProjectId, call_id: CallId, paths: Iterable[PathKey], excluding: Set[str]
+    ) -> dict[PathKey, CallId]:
+        """:meth:`pending_later_call` of each of *paths* (path, outside) at once: a query per few hundred paths,
+        not one per path. A path no such call changed is not in the answer."""
+        found: dict[PathKey, CallId] = {}
+        for by_id, marks in self._path_id_batches(project_id, paths):
+            rows = self.db.all(
+                "SELECT changes.path_id AS path_id, calls.id AS id"
+                " FROM changes JOIN calls ON calls.id = changes.call_id"
+                f" WHERE changes.project_id=? AND changes.path_id IN ({marks}) AND changes.reverted=0"
+                " AND calls.rowid > (SELECT rowid FROM calls WHERE id=?) ORDER BY calls.rowid DESC",
+                (project_id, *by_id, call_id),
+            )
+            for row in rows:
+                key = by_id[bytes(row["path_id"])]
+                if key not in found and row["id"] not in excluding:
+                    found[key] = CallId(row["id"])
+        return found
 
     def overlapping_calls_on_path(
         self, project_id: ProjectId, path: RelPath, call_id: CallId, *, outside: bool = False
@@ -347,19 +360,31 @@ class CallQueries(SqliteRecords):
         A command's change is what differs between its scans; a call running meanwhile may have made it: a
         call whose own end scan, later, saw it too, or a file tool's call, which names what it wrote.
         """
+        return self.overlapping_calls_on_paths(project_id, call_id, [(path, outside)]).get((path, outside), [])
+
+    def overlapping_calls_on_paths(
+        self, project_id: ProjectId, call_id: CallId, paths: Iterable[PathKey]
+    ) -> dict[PathKey, list[OverlappingCall]]:
+        """:meth:`overlapping_calls_on_path` of each of *paths* (path, outside) at once: the call's window and
+        the commands still running asked once, the changes of other calls a query per few hundred paths."""
+        keys = list(paths)
         window = self.db.one("SELECT started_at, ended_at FROM calls WHERE id=?", (call_id,))
-        if window is None:
-            return []
+        if window is None or not keys:
+            return {}
         start = window["started_at"]
         end = window["ended_at"] if window["ended_at"] is not None else self.now()
-        changed = self.db.all(
-            "SELECT DISTINCT calls.id AS id, calls.kind AS kind, calls.status = 'running' AS running,"
-            " calls.rowid AS position FROM changes JOIN calls ON calls.id = changes.call_id"
-            " WHERE changes.project_id=? AND changes.path_id=? AND changes.reverted=0 AND calls.id<>?"
-            " AND calls.started_at < ? AND (calls.ended_at IS NULL OR calls.ended_at > ?"
-            " OR (calls.kind = 'tool' AND calls.ended_at > ?))",
-            (project_id, self._scoped_path_id(project_id, path, outside=outside), call_id, end, end, start),
-        )
+        changed: dict[PathKey, list[sqlite3.Row]] = {key: [] for key in keys}
+        for by_id, marks in self._path_id_batches(project_id, keys):
+            for row in self.db.all(
+                "SELECT DISTINCT changes.path_id AS path_id, calls.id AS id, calls.kind AS kind,"
+                " calls.status = 'running' AS running, calls.rowid AS position"
+                " FROM changes JOIN calls ON calls.id = changes.call_id"
+                f" WHERE changes.project_id=? AND changes.path_id IN ({marks}) AND changes.reverted=0 AND calls.id<>?"
+                " AND calls.started_at < ? AND (calls.ended_at IS NULL OR calls.ended_at > ?"
+                " OR (calls.kind = 'tool' AND calls.ended_at > ?))",
+                (project_id, *by_id, call_id, end, end, start),
+            ):
+                changed[by_id[bytes(row["path_id"])]].append(row)
         running = self.db.all(
             "SELECT calls.id AS id, calls.kind AS kind, 1 AS running, calls.rowid AS position"
             " FROM calls JOIN sessions ON sessions.id = calls.session_id"
@@ -367,5 +392,19 @@ class CallQueries(SqliteRecords):
             " AND calls.id<>? AND calls.started_at < ?",
             (project_id, call_id, end),
         )
-        rows = sorted({row["id"]: row for row in [*changed, *running]}.values(), key=lambda row: row["position"])
-        return [OverlappingCall(CallId(row["id"]), str(row["kind"]), bool(row["running"])) for row in rows]
+        found: dict[PathKey, list[OverlappingCall]] = {}
+        for key, rows in changed.items():
+            ordered = sorted({row["id"]: row for row in [*rows, *running]}.values(), key=lambda row: row["position"])
+            found[key] = [OverlappingCall(CallId(row["id"]), str(row["kind"]), bool(row["running"])) for row in ordered]
+        return found
+
+    def _path_id_batches(
+        self, project_id: ProjectId, paths: Iterable[PathKey]
+    ) -> Iterator[tuple[dict[bytes, PathKey], str]]:
+        """*paths*' keyed ids, a few hundred at a time (under every backend's limit of bound parameters): each
+        batch's ids (in order, to bind) with the path each names, and the batch's placeholders."""
+        by_id = {self._scoped_path_id(project_id, path, outside=outside): (path, outside) for path, outside in paths}
+        ids = list(by_id)
+        for first in range(0, len(ids), _PATHS_PER_QUERY):
+            part = {path_id: by_id[path_id] for path_id in ids[first : first + _PATHS_PER_QUERY]}
+            yield part, ", ".join("?" * len(part))

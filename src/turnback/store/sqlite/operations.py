@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from turnback.catalog import Message
@@ -224,10 +225,23 @@ class OperationQueries(SqliteRecords):
         return cursor.rowcount == 1
 
     def set_row_status(self, op_id: OpId, seq: int, status: RowStatus, note: Message | None) -> None:
-        result = json.dumps(message_to_json(note)) if note is not None else None
-        self.db.execute(
+        self.set_row_statuses(op_id, [(seq, status, note)])
+
+    def set_row_statuses(self, op_id: OpId, rows: Sequence[tuple[int, RowStatus, Message | None]]) -> None:
+        """Each (seq, status, note) of *rows* journaled: one statement run for all of them."""
+        self.db.executemany(
             "UPDATE op_rows SET status=?, result_enc=? WHERE op_id=? AND seq=?",
-            (status, self._seal(result, f"op_rows.result:{op_id}:{seq}"), op_id, seq),
+            [
+                (
+                    status,
+                    self._seal(
+                        json.dumps(message_to_json(note)) if note is not None else None, f"op_rows.result:{op_id}:{seq}"
+                    ),
+                    op_id,
+                    seq,
+                )
+                for seq, status, note in rows
+            ],
         )
 
     def _open_json_or_text(self, sealed: bytes | None, context: str) -> Any:
