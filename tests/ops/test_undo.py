@@ -216,3 +216,83 @@ def test_a_file_changed_after_the_plan_keeping_its_size_and_mtime_is_refused(eng
         "skipped     README.md (changed since the preview; nothing was done to it (turnback undo 1 plans it again))"
     )
     assert [row.status for row in result.plan.rows] == ["done", "skipped"]
+
+
+MANY = 80  # changes in one command: more than ops.plan.VOUCH_MIN_CHANGES, so the stat cache vouches for files
+
+
+def many_files_turn(engine: turnback.Engine, session: turnback.Session, project: Path) -> dict[str, bytes]:
+    """A turn whose one command edits MANY files made before it, then waits a clock tick and more before the
+    scan after it (so that scan trusts what it reads: nothing racy); what the files held before, by path."""
+    before = {f"many/f{i:02}.txt": f"before {i:02}\n".encode() for i in range(MANY)}
+    (project / "many").mkdir()
+    for path, data in before.items():
+        (project / path).write_bytes(data)
+    engine.begin_turn(session.id, "many")
+    call = engine.begin_command(session.id, "edit many files", cwd=str(project))
+    for path in before:
+        (project / path).write_bytes(b"agent " + path.encode() + b"\n")
+    time.sleep(0.25)
+    engine.finish_command(call, exit_code=0)
+    engine.end_turn(session.id)
+    return before
+
+
+def test_a_plan_of_many_changes_reads_no_file_the_stat_cache_vouches_for(  # type: ignore[no-untyped-def]
+    engine, session, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan after the command read each file; the plan takes its content id from that scan's stat cache where
+    the file's stat (ctime too) is the one the cache holds, instead of opening and hashing the file again."""
+    before = many_files_turn(engine, session, project)
+    opened: list[str] = []
+    real_open = os.open
+
+    def spy(path: str, *args: object, **kwargs: object) -> int:
+        opened.append(os.fsdecode(path))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", spy)
+    plan = engine.plan_undo(session.id)
+    monkeypatch.setattr(os, "open", real_open)
+    assert [name for name in opened if name.startswith("f")] == []
+    assert sorted(row.path for row in plan.rows if row.action == "restore") == sorted(before)
+    engine.apply(plan)
+    assert {path: (project / path).read_bytes() for path in before} == before
+
+
+def test_a_file_changed_after_the_scan_keeping_its_size_and_mtime_is_seen_by_the_plan(  # type: ignore[no-untyped-def]
+    engine, session, project: Path
+) -> None:
+    """The stat cache vouches only for a file whose ctime is the one it holds: a same-size write with its mtime
+    put back (``os.utime``) moves the ctime, so the plan reads the file and sees the user's change."""
+    before = many_files_turn(engine, session, project)
+    edited = project / "many/f03.txt"
+    seen = edited.stat()
+    edited.write_bytes(b"user's own f03.txt\n")  # the size of what the agent wrote
+    os.utime(edited, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    now = edited.stat()
+    assert (now.st_size, now.st_mtime_ns, now.st_ino) == (seen.st_size, seen.st_mtime_ns, seen.st_ino)
+    plan = engine.plan_undo(session.id)
+    skipped = [(row.path, str(row.reason)) for row in plan.rows if row.action == "skip"]
+    assert skipped == [("many/f03.txt", "changed after the turn; --force overwrites it")]
+    engine.apply(plan)
+    assert edited.read_bytes() == b"user's own f03.txt\n"
+    assert (project / "many/f04.txt").read_bytes() == before["many/f04.txt"]
+
+
+def test_a_vouched_file_changed_after_the_plan_keeping_its_size_and_mtime_is_refused(  # type: ignore[no-untyped-def]
+    engine, session, project: Path
+) -> None:
+    """The apply trusts the content id the stat cache gave the plan only while the file's stat (ctime too) is the
+    one the plan saw: a same-size write with its mtime put back after the plan is refused, not overwritten."""
+    before = many_files_turn(engine, session, project)
+    plan = engine.plan_undo(session.id)
+    edited = project / "many/f07.txt"
+    seen = edited.stat()
+    edited.write_bytes(b"user's own f07.txt\n")
+    os.utime(edited, ns=(seen.st_atime_ns, seen.st_mtime_ns))
+    result = engine.apply(plan)
+    assert edited.read_bytes() == b"user's own f07.txt\n"
+    skipped = [row.path for row in result.plan.rows if row.status == "skipped"]
+    assert skipped == ["many/f07.txt"]
+    assert (project / "many/f08.txt").read_bytes() == before["many/f08.txt"]

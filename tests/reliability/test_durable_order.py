@@ -18,8 +18,8 @@ renamed.
 
 The spy wraps the real ``os.open``, ``os.write``, ``os.fsync``, ``os.replace``,
 ``os.link``, ``os.unlink`` and ``os.rmdir`` (and calls through), plus
-``Store.set_row_status`` and the store's commit counter, in this process,
-on the real disk.
+``Store.set_row_statuses`` (the journal: a row at a time, or a batch's rows
+at once) and the store's commit counter, in this process, on the real disk.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
     events: list[Event] = []
     real_write, real_fsync, real_replace = os.write, os.fsync, os.replace
     real_unlink, real_rmdir, real_mkdir, real_link = os.unlink, os.rmdir, os.mkdir, os.link
-    real_set_row_status = Store.set_row_status
+    real_set_row_statuses = Store.set_row_statuses
     real_committed = turnback.fsio.STEPS.committed
 
     def write(fd: int, data: Any) -> int:
@@ -99,9 +99,9 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
         events.append(Event("mkdir", _at(path, dir_fd)))
         real_mkdir(path, mode, dir_fd=dir_fd)
 
-    def set_row_status(self: Store, op_id: str, seq: int, status: str, note: str | None) -> None:
-        events.append(Event("journal", seq=seq, status=status))
-        real_set_row_status(self, op_id, seq, status, note)  # type: ignore[arg-type]
+    def set_row_statuses(self: Store, op_id: str, rows: list[tuple[int, str, Any]]) -> None:
+        events.extend(Event("journal", seq=seq, status=status) for seq, status, _ in rows)
+        real_set_row_statuses(self, op_id, rows)  # type: ignore[arg-type]
 
     def committed() -> None:
         events.append(Event("commit"))
@@ -117,7 +117,7 @@ def spy(monkeypatch: pytest.MonkeyPatch) -> list[Event]:
         ("mkdir", mkdir),
     ):
         monkeypatch.setattr(os, name, fake)
-    monkeypatch.setattr(Store, "set_row_status", set_row_status)
+    monkeypatch.setattr(Store, "set_row_statuses", set_row_statuses)
     monkeypatch.setattr(turnback.fsio.STEPS, "committed", committed)
     return events
 
@@ -151,17 +151,14 @@ def _atomic_write(events: list[Event], final: str, start: int) -> tuple[int, int
 
 
 def _linked_into_trash(events: list[Event], final: str, source: str, start: int) -> int:
-    """Check the file at *source* went to the trash as *final* itself: linked to a temp name beside *final*,
-    renamed to it, the folder fsynced. Returns the index of the folder fsync."""
-    renamed = _index(events, start, lambda e: e.what == "replace" and e.path == final)
-    temp = events[renamed].source
-    assert os.path.dirname(temp) == os.path.dirname(final), f"the temp link {temp} is not beside {final}"
-    assert os.path.basename(temp).startswith(turnback.fsio.TEMP_PREFIX)
-    linked = _index(events, start, lambda e: e.what == "link" and e.path == temp)
-    assert linked < renamed and events[linked].source == source, events[linked]
-    assert not any(e.what == "write" and e.path == temp for e in events[start:renamed]), "copied, not linked"
-    synced = _index(events, renamed, lambda e: e.what == "fsync-dir" and e.path == os.path.dirname(final))
-    assert not any(e.what in ("journal", "commit") for e in events[renamed:synced]), events[renamed:synced]
+    """Check the file at *source* went to the trash as *final* itself: a hard link made at *final* (a new name
+    in a new trash folder: nothing to rename over), never a copy, the folder fsynced. Returns the index of the
+    folder fsync."""
+    linked = _index(events, start, lambda e: e.what == "link" and e.path == final)
+    assert events[linked].source == source, events[linked]
+    assert not any(e.what == "write" and e.path == final for e in events[start:linked]), "copied, not linked"
+    synced = _index(events, linked, lambda e: e.what == "fsync-dir" and e.path == os.path.dirname(final))
+    assert not any(e.what in ("journal", "commit") for e in events[linked:synced]), events[linked:synced]
     return synced
 
 

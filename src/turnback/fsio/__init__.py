@@ -23,7 +23,7 @@ from turnback.fsio.tree import (
     StagedFile,
     Tree,
     ensure_private_dir,
-    link_temp,
+    link_file,
     open_regular_at,
     write_temp,
 )
@@ -42,7 +42,7 @@ __all__ = [
     "current_umask",
     "default_file_mode",
     "ensure_private_dir",
-    "link_temp",
+    "link_file",
     "open_regular_at",
     "write_temp",
 ]

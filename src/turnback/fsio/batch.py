@@ -127,12 +127,14 @@ class OpenFolders:
 
     Folders made on the way are made durable by *made_in*'s sync, not one by one. Each folder that holds a
     path asked for stays open; the folders on the way to them stay open too while fewer than *limit* are.
+    With *make_first*, a folder is made before it is opened (``open_child``): for a tree the batch makes.
     """
 
-    def __init__(self, tree: Tree, made_in: SyncBatch, limit: int):
+    def __init__(self, tree: Tree, made_in: SyncBatch, limit: int, *, make_first: bool = False):
         self.tree = tree
         self.made_in = made_in
         self.limit = limit
+        self.make_first = make_first
         self._open: dict[str, int] = {}
 
     def parent(self, path: RelPath, *, create: bool = False) -> int | None:
@@ -151,7 +153,9 @@ class OpenFolders:
         owned = False  # fd is a folder on the way that is not kept (over the limit): closed once passed
         try:
             while depth < len(folders):
-                child = open_child(fd, folders[: depth + 1], create=create, made_in=self.made_in)
+                child = open_child(
+                    fd, folders[: depth + 1], create=create, made_in=self.made_in, make_first=self.make_first
+                )
                 if owned:
                     os.close(fd)
                     owned = False

@@ -78,17 +78,22 @@ def _unsafe(path: str, exc: OSError) -> UnsafePathError:
     return UnsafePathError(Message("path_system_error", path=path, error=str(exc.strerror or exc)))
 
 
-def open_child(fd: int, walked: list[str], *, create: bool, made_in: SyncBatch | None) -> int | None:
+def open_child(
+    fd: int, walked: list[str], *, create: bool, made_in: SyncBatch | None, make_first: bool = False
+) -> int | None:
     """Open the folder ``walked[-1]`` in the open folder *fd* (made with *create*), never through a link;
-    ``None`` when it is missing. *walked* names it from the root, in messages."""
+    ``None`` when it is missing. *walked* names it from the root, in messages. With *make_first* (and
+    *create*), it is made before it is opened, not after an open that fails: for a tree made as it is
+    written (an operation's trash), where most folders are missing."""
     name = walked[-1]
-    try:
-        return os.open(name, _DIR_FLAGS, dir_fd=fd)
-    except FileNotFoundError:
-        if not create:
-            return None
-    except OSError as exc:
-        raise _unsafe("/".join(walked), exc) from exc
+    if not (create and make_first):
+        try:
+            return os.open(name, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                return None
+        except OSError as exc:
+            raise _unsafe("/".join(walked), exc) from exc
     try:
         os.mkdir(name, 0o777, dir_fd=fd)
         if made_in is None:
@@ -265,12 +270,18 @@ class Tree:
 
     def lstat(self, path: RelPath) -> Entry | None:
         """The entry at *path*, or ``None`` when nothing is there."""
+        st = self.stat(path)
+        return None if st is None else entry_of(st)
+
+    def stat(self, path: RelPath) -> os.stat_result | None:
+        """The whole lstat of *path* (its ctime too, which :meth:`lstat` leaves out), or ``None`` when nothing is
+        there."""
         with self.parent_fd(path) as fd:
             if fd is None:
                 return None
             _, name = split_rel_path(path)
             try:
-                return entry_of(os.stat(name, dir_fd=fd, follow_symlinks=False))
+                return os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
                 return None
             except OSError as exc:
@@ -390,7 +401,7 @@ class Tree:
                 raise
 
     def link_into(self, path: RelPath, other: Tree, dest: RelPath, same_as: os.stat_result) -> bool:
-        """Give the file at *path* a second name, *dest* in *other*: link to a temp name, rename, fsync folder.
+        """Give the file at *path* a second name, *dest* in *other*: a hard link (:func:`link_file`), fsync folder.
 
         The file itself is kept, not a copy, so whatever is written to it up to
         the moment its name here is replaced stays in it. *same_as* is an
@@ -405,7 +416,7 @@ class Tree:
                 raise UnsafePathError(Message("folder_missing", path=dest))
             _, name = split_rel_path(path)
             _, dest_name = split_rel_path(dest)
-            if not link_temp(src_parent, name, dst_parent, dest_name, same_as, shown=path):
+            if not link_file(src_parent, name, dst_parent, dest_name, same_as, shown=path):
                 return False
             _fsync_dir(dst_parent)
             STEPS.done()
@@ -589,36 +600,54 @@ def write_temp(parent: int, chunks: Iterable[bytes], mode: int) -> tuple[str, in
     return temp, fd
 
 
-def link_temp(
-    src_parent: int, name: str, dst_parent: int, dest_name: str, same_as: os.stat_result, *, shown: str
-) -> bool:
-    """Give the file *name* (in *src_parent*) the name *dest_name* in *dst_parent*: a link to a temp name, renamed.
-
-    Not synced: the caller syncs *dst_parent* before it relies on the link.
-    *same_as* is an ``fstat`` of the file the caller holds open; a different
-    file is refused (``path_replaced``, naming *shown*). True when the name
-    is that file, already (a run killed after this step) or now; False when
-    no link can be made (another file system, links not allowed there).
-    """
-    with contextlib.suppress(FileNotFoundError):
-        there = os.stat(dest_name, dir_fd=dst_parent, follow_symlinks=False)
-        if (there.st_dev, there.st_ino) == (same_as.st_dev, same_as.st_ino):
-            return True
-    temp = _temp_name()
+def _hard_link(src_parent: int, name: str, dst_parent: int, dest_name: str, shown: str) -> bool:
+    """``os.link`` without following a link; False where no link can be made. ``FileExistsError`` is raised."""
     try:
-        os.link(name, temp, src_dir_fd=src_parent, dst_dir_fd=dst_parent, follow_symlinks=False)
+        os.link(name, dest_name, src_dir_fd=src_parent, dst_dir_fd=dst_parent, follow_symlinks=False)
+    except FileExistsError:
+        raise
     except OSError as exc:
         if exc.errno in _NO_LINK_ERRNOS:
             return False
         raise _unsafe(shown, exc) from exc
+    return True
+
+
+def link_file(
+    src_parent: int, name: str, dst_parent: int, dest_name: str, same_as: os.stat_result, *, shown: str
+) -> bool:
+    """Give the file *name* (in *src_parent*) the name *dest_name* in *dst_parent*, a hard link.
+
+    Not synced: the caller syncs *dst_parent* before it relies on the link.
+    *same_as* is an ``fstat`` of the file the caller holds open; a different
+    file is refused (``path_replaced``, naming *shown*), its link removed.
+    True when the name is that file, already (a run killed after this step)
+    or now; False when no link can be made (another file system, links not
+    allowed there). The link is made at *dest_name* itself (a link is made
+    whole or not at all); only where something else holds that name is it
+    made under a temp name and renamed over it.
+    """
+    made = dest_name
     try:
-        linked = os.stat(temp, dir_fd=dst_parent, follow_symlinks=False)
+        if not _hard_link(src_parent, name, dst_parent, made, shown):
+            return False
+    except FileExistsError:
+        with contextlib.suppress(FileNotFoundError):
+            there = os.stat(dest_name, dir_fd=dst_parent, follow_symlinks=False)
+            if (there.st_dev, there.st_ino) == (same_as.st_dev, same_as.st_ino):
+                return True
+        made = _temp_name()
+        if not _hard_link(src_parent, name, dst_parent, made, shown):
+            return False
+    try:
+        linked = os.stat(made, dir_fd=dst_parent, follow_symlinks=False)
         if (linked.st_dev, linked.st_ino) != (same_as.st_dev, same_as.st_ino):
             raise UnsafePathError(Message("path_replaced", path=shown, while_=Message("while_trashing")))
-        os.replace(temp, dest_name, src_dir_fd=dst_parent, dst_dir_fd=dst_parent)
+        if made != dest_name:
+            os.replace(made, dest_name, src_dir_fd=dst_parent, dst_dir_fd=dst_parent)
     except BaseException:
         with contextlib.suppress(OSError):
-            os.unlink(temp, dir_fd=dst_parent)
+            os.unlink(made, dir_fd=dst_parent)
         raise
     return True
 

@@ -8,9 +8,9 @@ file is touched. For each pending row, under the session's apply lock:
 2. if it holds anything but what the plan saw, skip the row;
 3. write the target to a temp file beside the path and fsync it;
 4. move what is there into the operation's trash folder: the file itself,
-   by a hard link made under a temp name and renamed (fsynced), and check
-   its bytes are the ones the plan saw (else the link goes and the row is
-   skipped);
+   by a hard link (fsynced; made under a temp name and renamed only where
+   another file holds its name there), and check its bytes are the ones the
+   plan saw (else the link goes and the row is skipped);
 5. rename the target over the path (or remove the path);
 6. mark the row done, and its changes reverted, in one short transaction.
 
@@ -56,7 +56,7 @@ from turnback.fsio import (
     SyncBatch,
     Tree,
     ensure_private_dir,
-    link_temp,
+    link_file,
     open_regular_at,
     write_temp,
 )
@@ -390,7 +390,9 @@ class _Applier:
         something else (it is applied on its own): fewer outcomes than rows.
         """
         synced, placed = SyncBatch(), SyncBatch()
-        project, trash = OpenFolders(self.tree, synced, len(rows)), OpenFolders(self.trash, synced, len(rows))
+        project = OpenFolders(self.tree, synced, len(rows))
+        # The trash mirrors the project's folders, and is made as rows are put in it: most of its folders are new.
+        trash = OpenFolders(self.trash, synced, len(rows), make_first=True)
         outcomes: dict[int, Outcome] = {}
         staged: list[_Staged] = []
         count = len(rows)
@@ -536,7 +538,7 @@ class _Applier:
             raise UnsafePathError(Message("folder_missing", path=name))
         entry = split_rel_path(name)[1]
         try:
-            item.displaced.linked = link_temp(item.parent, item.name, folder, entry, held, shown=item.row.path)
+            item.displaced.linked = link_file(item.parent, item.name, folder, entry, held, shown=item.row.path)
         except UnsafePathError as exc:
             if exc.code == "path_replaced":
                 raise _Changed from exc

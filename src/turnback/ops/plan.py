@@ -9,6 +9,7 @@ import contextlib
 from collections.abc import Callable, Iterator, Sequence, Set
 
 from turnback.capture import git
+from turnback.capture.scan import load_snapshot
 from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import Tree
@@ -47,15 +48,24 @@ from turnback.ops.reasons import (
 from turnback.ops.rows import Picture, Row, acting, finish_rows, keep_reads, merge_chains, ref_rows, row_for_change
 from turnback.paths import RelPath
 from turnback.store.api import StoreBackend
-from turnback.store.records import OverlappingCall
+from turnback.store.records import OverlappingCall, PathKey
+
+# From this many changes on, a plan lets the project's last stat cache vouch for the files it looks at (the cache
+# is decoded once, where the process does not hold it decoded already; fewer files are read and hashed sooner).
+VOUCH_MIN_CHANGES = 64
 
 
 @contextlib.contextmanager
-def _picture(store: StoreBackend, tree: Tree, op_id: OpId) -> Iterator[Picture]:
+def _picture(store: StoreBackend, tree: Tree, op_id: OpId, project: Project, changes: int) -> Iterator[Picture]:
     """A :class:`Picture` of *tree*, its folders held open while planning; what it read is kept for the apply of
-    the plan *op_id* (``rows.keep_reads``)."""
+    the plan *op_id* (``rows.keep_reads``). For a plan of many *changes*, the last stat cache vouches for files."""
     with tree.folders_held() as held:
         picture = Picture(store, held)
+        if changes >= VOUCH_MIN_CHANGES:
+            cached = store.latest_snapshot(project.id, data=False)
+            stored = load_snapshot(store, cached.id) if cached is not None else None
+            if stored is not None:
+                picture.vouch_with(stored.snapshot)
         yield picture
     keep_reads(op_id, picture.read)
 
@@ -121,6 +131,15 @@ def _overlapping(store: StoreBackend, project: Project, change: Change, kind: st
     return store.overlapping_calls_on_path(project.id, change.path, change.call_id, outside=change.outside)
 
 
+def _overlapping_paths(
+    store: StoreBackend, project: Project, call: Call, keys: Sequence[PathKey]
+) -> dict[PathKey, list[OverlappingCall]]:
+    """:func:`_overlapping` of each of *call*'s changes at *keys* (path, outside), asked of the store at once."""
+    if call.kind not in ("command", "job"):
+        return {}
+    return store.overlapping_calls_on_paths(project.id, call.id, keys)
+
+
 def change_overlap_note(store: StoreBackend, project: Project, change: Change, kind: str) -> Message | None:
     """Whose a change of a call of *kind* may be, when a call running meanwhile may have made it
     (:func:`_overlapping`)."""
@@ -148,7 +167,8 @@ def _rows_for_turns(
     op_id: OpId,
 ) -> list[Row]:
     """Rows that take back *turns* (newest first): calls newest first, changes last first, then the refs."""
-    with _picture(store, tree, op_id) as picture:
+    count = sum(len(call.changes) for turn in turns for call in turn.calls)
+    with _picture(store, tree, op_id, project, count) as picture:
         in_plan: set[str] = {call.id for turn in turns for call in turn.calls}
         overlaps: dict[int, list[OverlappingCall]] = {}
         late_jobs = {
@@ -170,22 +190,27 @@ def _rows_for_turns(
             if change.path in checked:
                 return None  # only a path's newest change in the plan can have a later call that stands
             checked.add(change.path)
-            later = store.pending_later_call(project.id, change.path, change.call_id, in_plan, outside=change.outside)
+            later = pending_later.get((change.path, change.outside))
             return Message("later_call_changed_it", call=short_id(later), flag="--force") if later else None
 
         rows: list[Row] = []
+        pending_later: dict[PathKey, CallId] = {}
         for turn in turns:
             for call in reversed(turn.calls):
-                for change in reversed(call.changes):
-                    if change.reverted:
-                        continue
-                    overlaps[change.id] = _overlapping(store, project, change, call.kind)
+                changes = [change for change in reversed(call.changes) if not change.reverted]
+                # The store is asked about the call's paths at once, not 6 questions a change.
+                keys = [(change.path, change.outside) for change in changes]
+                picture.know_copies(changes)
+                unchecked = [key for key in keys if key[0] not in checked]
+                pending_later = {} if force else store.pending_later_calls(project.id, call.id, unchecked, in_plan)
+                overlapping = _overlapping_paths(store, project, call, keys)
+                for change in changes:
+                    overlaps[change.id] = overlapping.get((change.path, change.outside), [])
                     if not force and any(other in late_jobs for other, _, _ in overlaps[change.id]):
                         continue  # the late job's change: its own row, held for --force, stands for this one
                     rows.append(
                         row_for_change(
                             picture,
-                            store,
                             change,
                             turn.id,
                             conflict_reason=conflict_reason,
@@ -334,7 +359,7 @@ def plan_redo(store: StoreBackend, tree: Tree, session: Session, project: Projec
     A path that changed since *op* is skipped (compare-and-swap, no force);
     a copy that is gone makes the row not covered.
     """
-    with _picture(store, tree, op_id) as picture:
+    with _picture(store, tree, op_id, project, len(op.rows)) as picture:
         rows: list[Row] = []
         refs = git.read_refs(project.root) if any(row.ref for row in op.rows) else None
         for row in reversed(op.rows):
@@ -424,14 +449,16 @@ def plan_revert(
         wrote_later = (Message("later_call_wrote_it", call=short_id(later[-1])),) if later else ()
         return clauses(Message("changed_since_call"), *wrote_later, Message("anyway_restores_over_it"))
 
-    def hold(change: Change) -> Message | None:
-        return _overlap_hold(_overlapping(store, project, change, call.kind), {call.id}, "--anyway")
+    overlapping = _overlapping_paths(store, project, call, [(change.path, change.outside) for change in changes])
 
-    with _picture(store, tree, op_id) as picture:
+    def hold(change: Change) -> Message | None:
+        return _overlap_hold(overlapping.get((change.path, change.outside), []), {call.id}, "--anyway")
+
+    with _picture(store, tree, op_id, project, len(changes)) as picture:
+        picture.know_copies(changes)
         rows = [
             row_for_change(
                 picture,
-                store,
                 change,
                 turn.id,
                 conflict_reason=conflict,

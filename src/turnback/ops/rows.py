@@ -10,10 +10,12 @@ what the path held when planned (``expect``): applying a row whose path holds an
 from __future__ import annotations
 
 import os
+import stat
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from turnback.capture.scan import Entry as ScanEntry
 from turnback.capture.states import capture_state, probe_state
 from turnback.catalog import Message
 from turnback.errors import TurnbackError
@@ -122,6 +124,42 @@ class Picture:
         self._planned: set[RelPath] = set()  # paths whose state is what an earlier row will put there
         self.blocked: dict[RelPath, Row] = {}  # paths a skipped row stopped, by that row
         self.read: ReadFiles = {}
+        self._copies: dict[bytes, bool] = {}  # whether the store keeps each copy asked about
+        self._cache: Mapping[str, ScanEntry] | None = None  # the project's last stat cache (vouch_with)
+
+    def vouch_with(self, cache: Mapping[str, ScanEntry]) -> None:
+        """Let the project's last stat cache vouch for the files it holds with their stat as it is now: their
+        content id is the cache's, not read again (:meth:`_vouched`)."""
+        self._cache = cache
+
+    def _vouched(self, tree: Tree, path: RelPath, started: int) -> FileState | None:
+        """What the stat cache says the file at *path* holds, when its stat (size, mtime, ctime, inode, mode) is
+        the one the cache took and the scan that took it trusted what it read (not racy): the scanner's own
+        rule, so the next scan would give it without a read too. A write, a chmod, a rename over the file or a
+        utime that puts its mtime back moves its ctime, and the file is read. ``None``: read it."""
+        entry = self._cache.get(path) if self._cache is not None else None
+        if entry is None or entry.kind != "file" or entry.blob is None or entry.racy or entry.linked:
+            return None
+        st = tree.stat(path)
+        if st is None or not entry.stat_matches(st):
+            return None
+        blob = BlobId(entry.blob)
+        if _trusted(st, started):
+            self.read[path] = (stat_key(st), blob)
+        return FileState("file", blob=blob, size=st.st_size, mode=stat.S_IMODE(st.st_mode))
+
+    def know_copies(self, changes: Sequence[Change]) -> None:
+        """Ask the store at once which copies of *changes*' earlier files it keeps (for :meth:`has_copy`)."""
+        wanted = [change.before.blob for change in changes if change.before.kind == "file" and change.before.blob]
+        kept = self._store.blobs.present(wanted)
+        self._copies.update((blob, blob in kept) for blob in wanted)
+
+    def has_copy(self, blob: BlobId) -> bool:
+        """Whether the store keeps the copy *blob* (asked of the store unless :meth:`know_copies` asked)."""
+        known = self._copies.get(blob)
+        if known is None:
+            known = self._copies[blob] = self._store.blobs.has(blob)
+        return known
 
     def get(self, path: RelPath, *, outside: bool) -> FileState | TurnbackError:
         if path not in self._states:
@@ -134,7 +172,8 @@ class Picture:
                     self.read[path] = (stat_key(st), blob)
 
             try:
-                self._states[path] = probe_state(tree, rel, self._store, read=read)
+                state = None if outside else self._vouched(tree, rel, started)
+                self._states[path] = state if state is not None else probe_state(tree, rel, self._store, read=read)
             except TurnbackError as exc:
                 # Below a file or link that an earlier row turns back into a folder, nothing will be there yet.
                 self._states[path] = ABSENT if self._becomes_folder(path) else exc
@@ -166,12 +205,12 @@ class Picture:
         self._planned.add(path)
 
 
-def _copy_available(store: StoreBackend, change: Change) -> Message | None:
+def _copy_available(picture: Picture, change: Change) -> Message | None:
     if change.not_covered:
         return change.not_covered
     if change.evicted:
         return EVICTED
-    if change.before.kind == "file" and (change.before.blob is None or not store.blobs.has(change.before.blob)):
+    if change.before.kind == "file" and (change.before.blob is None or not picture.has_copy(change.before.blob)):
         return COPY_MISSING
     return None
 
@@ -184,7 +223,6 @@ def acting(target: FileState, current: FileState) -> RowAction:
 
 def row_for_change(
     picture: Picture,
-    store: StoreBackend,
     change: Change,
     turn_id: str | None,
     *,
@@ -195,7 +233,6 @@ def row_for_change(
 ) -> Row:
     row = _plan_change(
         picture,
-        store,
         change,
         turn_id,
         conflict_reason=conflict_reason,
@@ -213,7 +250,6 @@ def row_for_change(
 
 def _plan_change(
     picture: Picture,
-    store: StoreBackend,
     change: Change,
     turn_id: str | None,
     *,
@@ -224,7 +260,7 @@ def _plan_change(
 ) -> Row:
     """One change's row; *hold* names a reason to leave it for ``--force`` (a later call, a late job)."""
     path, target = change.path, change.before
-    missing = _copy_available(store, change)
+    missing = _copy_available(picture, change)
     if missing:
         return Row(path, "not covered", None, None, [change.id], turn_id, missing)
     current = picture.get(path, outside=change.outside)

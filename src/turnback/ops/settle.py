@@ -38,14 +38,18 @@ def settle_rows(
 ) -> None:
     """Journal rows' outcomes in one transaction (and in *journal* once committed); a row done marks the changes
     it took back reverted with it."""
+    # The changes each row done takes back, by (is a ref's, reverted): one statement each, not two a row.
+    reverted: dict[tuple[bool, bool], list[int]] = {}
+    for row, status, _ in settled:
+        if status == "done":
+            reverted.setdefault((row.ref is not None, not row.unmark), []).extend(row.change_ids)
     with store.transaction():
-        for row, status, note in settled:
-            store.set_row_status(plan.id, row.seq, status, note)
-            if status == "done":
-                if row.ref is not None:
-                    store.mark_ref_changes_reverted(row.change_ids, reverted=not row.unmark)
-                else:
-                    store.mark_changes_reverted(row.change_ids, reverted=not row.unmark)
+        store.set_row_statuses(plan.id, [(row.seq, status, note) for row, status, note in settled])
+        for (of_ref, flag), change_ids in reverted.items():
+            if of_ref:
+                store.mark_ref_changes_reverted(change_ids, reverted=flag)
+            else:
+                store.mark_changes_reverted(change_ids, reverted=flag)
     journal.update((row.seq, (status, note)) for row, status, note in settled)
 
 
