@@ -1318,6 +1318,29 @@ def undo_many_phase(
     return figures
 
 
+def many_files_change(info: TreeInfo, rng: random.Random, text: TextSource, tree: Path) -> tuple[ChangeSet, set[str]]:
+    """The 1,000-file turn's one command for *tree* (:func:`undo_many_counts`), a tenth of the new files in 10 new
+    folders; and those folders, which the undo removes."""
+    edits, creates, deletes = undo_many_counts(info.files)
+    change = make_change(
+        EditState(info.editable), rng, text, tree, edits=edits, creates=creates, deletes=deletes, tag="um"
+    )
+    moved = {
+        rel: f"{rel.rsplit('/', 1)[0] + '/' if '/' in rel else ''}um-new-{i % 10}/{rel.rsplit('/', 1)[-1]}"
+        for i, rel in enumerate(change.created[: max(1, len(change.created) // 10)])
+    }
+    writes = {moved.get(rel, rel): data for rel, data in change.writes.items()}
+    created = tuple(moved.get(rel, rel) for rel in change.created)
+    return ChangeSet(writes, change.deletes, created), {rel.rsplit("/", 1)[0] for rel in moved.values()}
+
+
+def write_many_files_change(tree: Path, change: ChangeSet) -> None:
+    """:func:`many_files_change`'s command, run in *tree*: its new folders made, then its files written."""
+    for rel in change.created:
+        (tree / rel).parent.mkdir(exist_ok=True)
+    apply_change(tree, change)
+
+
 def undo_many_round(
     number: int, master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int
 ) -> tuple[float, float, float, float, int, SyncCount]:
@@ -1330,7 +1353,6 @@ def undo_many_round(
     Everything the setup wrote (two copies of the tree, both stores) is flushed first (``sync``, untimed): else
     turnback's first sync of the undo would write out the setup's hundreds of dirty megabytes as well.
     """
-    edits, creates, deletes = undo_many_counts(info.files)
     where = base / f"undo-many-{number}"
     where.mkdir()
     tree_tb, tree_git = where / "tree-turnback", where / "tree-git"
@@ -1346,25 +1368,15 @@ def undo_many_round(
         git.checkpoint()
         start_sha = git.head()
         before = manifest(tree_tb)
-        change = make_change(
-            EditState(info.editable), rng, text, tree_tb, edits=edits, creates=creates, deletes=deletes, tag="um"
-        )
-        moved = {
-            rel: f"{rel.rsplit('/', 1)[0] + '/' if '/' in rel else ''}um-new-{i % 10}/{rel.rsplit('/', 1)[-1]}"
-            for i, rel in enumerate(change.created[: max(1, len(change.created) // 10)])
-        }
-        writes = {moved.get(rel, rel): data for rel, data in change.writes.items()}
-        change = ChangeSet(writes, change.deletes, tuple(moved.get(rel, rel) for rel in change.created))
+        change, new_folders = many_files_change(info, rng, text, tree_tb)
         turn = side.begin_turn("many files")
         call_id = side.begin_command()
         for tree in (tree_tb, tree_git):
-            for rel in moved.values():
-                (tree / rel).parent.mkdir(exist_ok=True)
-            apply_change(tree, change)
+            write_many_files_change(tree, change)
         recorded = side.finish_command(call_id)
         side.end_turn()
         git.checkpoint()
-        expected = change.paths | {rel.rsplit("/", 1)[0] for rel in moved.values()}  # the new folders too
+        expected = change.paths | new_folders
         if recorded != expected:
             raise RuntimeError(f"undo of many files: turnback recorded {len(recorded)} of {len(expected)} paths")
         progress(f"  undo of many files, round {number + 1}: {change.describe()}")
