@@ -263,7 +263,7 @@ UNDO_MANY_CHANGE = (800, 100, 100)  # edits, creates, deletes of the one turn un
 TOOL_WRITES = 5
 TOOL_WRITE_BYTES = 10 * 1024
 STORE_TURNS = 50
-QUICK_STORE_TURNS = 10  # --quick: a smoke run of the store sizes, its figures provisional
+QUICK_STORE_TURNS = 3  # --quick: a smoke run of the store sizes, its figures provisional
 STORE_TURN_FILES = 10
 
 DEFAULT_SIZES = (10_000,)
