@@ -14,6 +14,7 @@ Run it from the repository root::
     .venv/bin/python benchmarks/sidebyside.py --quick                # smoke run: 2,000 files, 1 round
     .venv/bin/python benchmarks/sidebyside.py --plain                # the project is not a git checkout
     .venv/bin/python benchmarks/sidebyside.py undo-many --files 50000 --rounds 3   # only the 1,000-file undo
+    .venv/bin/python benchmarks/sidebyside.py plain --files 50000 --rounds 3       # only a plain first snapshot
 
 Options: ``--rounds N`` (default 3), ``--seed N``, ``--dir DIR`` (where the
 temp folder goes; the file system matters), ``--json PATH`` (default
@@ -262,7 +263,7 @@ UNDO_MANY_CHANGE = (800, 100, 100)  # edits, creates, deletes of the one turn un
 TOOL_WRITES = 5
 TOOL_WRITE_BYTES = 10 * 1024
 STORE_TURNS = 50
-QUICK_STORE_TURNS = 10  # --quick: a smoke run of the store sizes, its figures provisional
+QUICK_STORE_TURNS = 3  # --quick: a smoke run of the store sizes, its figures provisional
 STORE_TURN_FILES = 10
 
 DEFAULT_SIZES = (10_000,)
@@ -2376,9 +2377,13 @@ def file_counts(text: str) -> list[int]:
     return counts
 
 
-def undo_many_main(args_in: list[str]) -> int:
-    """``sidebyside.py undo-many``: only the undo of 1,000 files against git, with its target (a quick re-run)."""
-    parser = argparse.ArgumentParser(prog="sidebyside.py undo-many", description=undo_many_main.__doc__)
+PhaseMeasure = Callable[[Path, "TreeInfo", Path, "TextSource", argparse.Namespace], tuple[list[str], list["Target"]]]
+
+
+def one_phase_main(args_in: list[str], verb: str, doc: str, measure: PhaseMeasure) -> int:
+    """``sidebyside.py VERB``: one phase alone on a generated tree, its table and its targets printed (a quick
+    re-run). *measure* runs it and gives (the tables' lines, the targets)."""
+    parser = argparse.ArgumentParser(prog=f"sidebyside.py {verb}", description=doc)
     parser.add_argument("--files", type=int, default=TARGET_FILES, help=f"tree size (default {TARGET_FILES:,})")
     parser.add_argument("--rounds", type=positive, default=3, help="rounds (default 3)")
     parser.add_argument("--seed", type=int, default=0)
@@ -2386,21 +2391,37 @@ def undo_many_main(args_in: list[str]) -> int:
     args = parser.parse_args(args_in)
     text = TextSource(args.seed)
     load_start = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    with temp_base(args.dir, "turnback-undo-many-") as base:
+    with temp_base(args.dir, f"turnback-{verb}-") as base:
         master, info = prepare_tree(base, args.files, None, args.seed, text, plain=False)
-        result = {
-            "tree": info.public(),
-            "undo_many": summarize_undo_many(info, undo_many_phase(master, info, base, text, args.seed, args.rounds)),
-        }
+        lines, targets = measure(master, info, base, text, args)
     load_end = " ".join(f"{x:.2f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} CPUs · load average {load_start} at start, {load_end} at end")
-    print(size_label(result))
-    print("\n".join(text_table(SCENARIO_HEADER, undo_many_rows(result))))
-    print("\n".join(text_table(EXTRA_HEADER, undo_many_extra_rows(result))))
+    print("\n".join(lines))
+    rows = [[target.text, target.measured, target.where, verdict(target)] for target in targets]
+    print("\n".join(text_table(TARGET_HEADER, rows)))
+    return 0
+
+
+def undo_many_measure(
+    master: Path, info: TreeInfo, base: Path, text: TextSource, args: argparse.Namespace
+) -> tuple[list[str], list[Target]]:
+    result = {
+        "tree": info.public(),
+        "undo_many": summarize_undo_many(info, undo_many_phase(master, info, base, text, args.seed, args.rounds)),
+    }
+    lines = [size_label(result), *text_table(SCENARIO_HEADER, undo_many_rows(result))]
+    lines += text_table(EXTRA_HEADER, undo_many_extra_rows(result))
     target = undo_many_target([result])
     assert target is not None
-    print("\n".join(text_table(TARGET_HEADER, [[target.text, target.measured, target.where, verdict(target)]])))
-    return 0
+    return lines, [target]
+
+
+def plain_measure(
+    master: Path, info: TreeInfo, base: Path, text: TextSource, args: argparse.Namespace
+) -> tuple[list[str], list[Target]]:
+    result = {"tree": info.public(), "plain": plain_first_snapshot(master, info, base, args.rounds)}
+    lines = [size_label(result), *text_table(PLAIN_HEADER, plain_rows(result)), f"  floor: {PLAIN_FLOOR_WHAT}"]
+    return lines, plain_targets(result, f"{info.files:,} files")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -2409,7 +2430,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(peak_child(json.loads(args_in[1]))))
         return 0
     if args_in[:1] == ["undo-many"]:
-        return undo_many_main(args_in[1:])
+        doc = "Only the undo of 1,000 files against git, with its target (a quick re-run)."
+        return one_phase_main(args_in[1:], "undo-many", doc, undo_many_measure)
+    if args_in[:1] == ["plain"]:
+        doc = "Only a plain folder's first snapshot against git's cold checkpoint and the floor, with its targets."
+        return one_phase_main(args_in[1:], "plain", doc, plain_measure)
     here = Path(__file__).resolve().parent
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     source = parser.add_mutually_exclusive_group()

@@ -83,6 +83,28 @@ def test_undo_json_and_exit_codes(cli, project: Path, sid: str) -> None:  # type
     assert nothing.err == "turnback: nothing to undo: every turn of this session is undone\n"
 
 
+def test_a_usage_error_with_json_is_one_json_object_on_stdout(cli, sid: str) -> None:  # type: ignore[no-untyped-def]
+    """--json promises one JSON object on stdout: argparse's own refusals too (its text stays on stderr)."""
+    for words, said in (
+        (("--json", "lgo"), "argument COMMAND: invalid choice: 'lgo' (did you mean log?)"),
+        (("undo", "--json", "--turn"), "unrecognized arguments: --turn"),
+    ):
+        result = cli(*words)
+        assert result.rc == 2, result
+        assert result.json() == {
+            "schema": 1,
+            "error": {"type": "UsageError", "code": "plain", "params": {"text": said}, "message": said, "exit": 2},
+        }
+        assert result.err.splitlines()[-1] == f"turnback: error: {said}", result.err
+    plain = cli("lgo")  # without --json: the text alone, nothing on stdout
+    assert (plain.rc, plain.out) == (2, "")
+    cli("turn", "begin", "--session", sid)
+    command_words = cli(
+        "exec", "--session", sid, "--", "sh", "-c", "exit 4", "--json"
+    )  # a command's own --json is not turnback's
+    assert command_words.rc == 4 and command_words.out == "", command_words
+
+
 def test_without_a_terminal_and_without_yes_nothing_changes(cli, project: Path, sid: str) -> None:  # type: ignore[no-untyped-def]
     cli("turn", "begin", "--session", sid)
     cli("write", "--session", sid, "README.md", stdin=b"agent\n")

@@ -221,16 +221,20 @@ def test_codex_events_after_the_first_go_through_the_relay_and_record_the_same(h
         stop_relay(home)
 
 
+def patch_in_a_turn(home: Path, project: Path) -> dict[str, Any]:
+    """The real session's start and prompt sent; its apply_patch event, to send changed."""
+    events = payloads("happy_path", project, home)
+    send(home, project, events[0])
+    send(home, project, events[1])
+    return next(e for e in events if e.get("tool_name") == "apply_patch")
+
+
 def test_a_patch_over_the_cap_is_refused_with_the_reason_and_leaves_no_call(home: Path, project: Path) -> None:
     """Codex takes no "ask" from a PreToolUse hook: the patch is denied, saying why and how to let it through."""
     assert run_cli(home, "config", "set", "store.max_mib", "1", cwd=project).rc == 0
     big = project / "big.bin"
     big.write_bytes(os.urandom(3 << 19))  # 1.5 MiB: over the cap, so turnback cannot keep a copy
-    events = payloads("happy_path", project, home)
-    start, prompt = events[0], events[1]
-    patch = next(e for e in events if e.get("tool_name") == "apply_patch")
-    send(home, project, start)
-    send(home, project, prompt)
+    patch = patch_in_a_turn(home, project)
     over = {**patch, "tool_use_id": "call_big"}
     over["tool_input"] = {"command": "*** Begin Patch\n*** Delete File: big.bin\n*** End Patch\n"}
     output = json.loads(send(home, project, over).out)["hookSpecificOutput"]
@@ -249,11 +253,7 @@ def test_a_patch_over_the_cap_is_refused_with_the_reason_and_leaves_no_call(home
 
 def test_a_patch_into_a_git_folder_is_denied_saying_why_and_leaves_no_call(home: Path, project: Path) -> None:
     (project / ".git").mkdir(exist_ok=True)
-    events = payloads("happy_path", project, home)
-    start, prompt = events[0], events[1]
-    patch = next(e for e in events if e.get("tool_name") == "apply_patch")
-    send(home, project, start)
-    send(home, project, prompt)
+    patch = patch_in_a_turn(home, project)
     into_git = {**patch, "tool_use_id": "call_git"}
     into_git["tool_input"] = {"command": "*** Begin Patch\n*** Add File: .git/hooks/pre-commit\n+x\n*** End Patch\n"}
     output = json.loads(send(home, project, into_git).out)["hookSpecificOutput"]

@@ -477,3 +477,36 @@ def test_a_hook_that_connects_as_the_relay_ends_is_told_to_handle_its_event_itse
     with arrived[0] as hook:
         hook.settimeout(5)
         assert hook.recv(1 << 16) == answer
+
+
+@pytest.mark.parametrize(
+    ("lang", "said"),
+    [
+        ("en", "turnback: the hook relay did not answer; the agent goes on"),
+        ("ja", "turnback: フックのリレーが応答しませんでした。エージェントはそのまま続行します"),
+    ],
+)
+def test_a_relay_that_takes_an_event_and_ends_unanswered_gets_one_line_in_the_users_language(
+    home: Path, project: Path, lang: str, said: str
+) -> None:
+    """It took the event (so the hook must not record it twice) and ended: the hook says so once, exits 0."""
+    home.mkdir(mode=0o700, parents=True, exist_ok=True)
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(home / relay.SOCKET_NAME))
+    server.listen(1)
+
+    def take_and_end() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(1 << 16)
+            conn.sendall(relay.TAKEN)  # and no answer after it
+
+    taker = threading.Thread(target=take_and_end)
+    taker.start()
+    try:
+        claude = Claude(home, project, env={"TURNBACK_LANG": lang})
+        result = claude.raw(claude.payload("UserPromptSubmit", prompt="hello", prompt_id="p-1"))
+    finally:
+        taker.join(10)
+        server.close()
+    assert (result.rc, result.out, result.err) == (0, "", said + "\n"), result

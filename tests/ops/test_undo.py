@@ -25,6 +25,18 @@ def rows(plan: turnback.Plan) -> list[tuple[str, str]]:
     return [(row.action, row.path) for row in plan.rows]
 
 
+def test_an_undo_that_displaces_nothing_names_no_trash(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
+    """Putting back a file the agent deleted replaces nothing: no trash folder is left or named."""
+    engine.begin_turn(session.id, "delete")
+    engine.delete(session.id, "README.md", cwd=str(project))
+    engine.end_turn(session.id)
+    result = engine.apply(engine.plan_undo(session.id))
+    assert (project / "README.md").read_bytes() == b"# project\n\nline two\n"
+    assert result.trash_dir is None
+    assert result_lines(result) == ["undone: 1 file restored"]
+    assert not any(Path(engine.home, "trash").iterdir())
+
+
 def test_undo_takes_back_the_newest_turn_and_its_created_folders(engine, session, project: Path) -> None:  # type: ignore[no-untyped-def]
     start = tree_state(project)
     turn_of(engine, session, "one", ("README.md", b"1\n"))

@@ -126,8 +126,12 @@ class _Parser(argparse.ArgumentParser):
     """argparse, with the argument its error quotes escaped (it may be a name an agent chose),
     internal verbs kept out of sight, and help in plain text."""
 
+    # The last usage error's text, for --json's error object (argparse prints it and exits 2).
+    last_error: str | None = None
+
     def error(self, message: str) -> NoReturn:
-        super().error(escape_line(message))
+        _Parser.last_error = escape_line(message)
+        super().error(_Parser.last_error)
 
     def _check_value(self, action: argparse.Action, value: object) -> None:
         """An unknown verb: the closest one the user may mean, else the list, never an internal verb."""
@@ -178,6 +182,11 @@ def _verb_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> a
         if chosen is None:
             return parser
         parser = groups[0].choices[chosen]
+
+
+def _end_of_options(words: Sequence[str]) -> int:
+    """Where the options end: at ``--`` (what follows is a command's own words), else the end."""
+    return words.index("--") if "--" in words else len(words)
 
 
 def _parse(parser: argparse.ArgumentParser, argv: Sequence[str]) -> argparse.Namespace:
@@ -235,7 +244,13 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             reconfigure(errors="backslashreplace")
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = _parse(parser, _common.join_text_values(words))
+    try:
+        args = _parse(parser, _common.join_text_values(words))
+    except SystemExit as done:
+        if done.code == 2 and _Parser.last_error is not None and "--json" in words[: _end_of_options(words)]:
+            # --json promises one JSON object on stdout, a usage error too (argparse's text stays on stderr)
+            _common.Output(json_mode=True).json(boundary.refusal_data(turnback.UsageError(_Parser.last_error), 2))
+        raise
     if not args.verb:
         parser.print_help()
         return 2

@@ -336,7 +336,7 @@ def handle(
     The store is opened for the event and closed after it, so settings and keys are read as they are now
     (the hook relay's long-lived process calls this too).
     """
-    worded_in = language.set(_event_language(home))
+    worded_in = language.set(event_language(home))
     try:
         import turnback
 
@@ -352,7 +352,7 @@ def handle(
         language.reset(worded_in)
 
 
-def _event_language(home: str) -> str:
+def event_language(home: str) -> str:
     """The language this event's output is worded in (the relay reads it per event: config.toml may change).
 
     A ``TURNBACK_LANG`` or ``lang`` naming no language words it in English rather than failing the event:
@@ -395,4 +395,4 @@ def run(
     return 0
 
 
-__all__ = ["Caller", "Recorder", "Verdict", "agent_pid", "call_key", "handle", "run"]
+__all__ = ["Caller", "Recorder", "Verdict", "agent_pid", "call_key", "event_language", "handle", "run"]

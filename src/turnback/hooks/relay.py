@@ -67,7 +67,6 @@ CALLER_FIELDS = 6  # the harness, parent pid, cwd, CLAUDE_PROJECT_DIR, the hook'
 TAKEN = b"T"
 NOT_TAKEN = b"F"
 OLD_NOT_TAKEN = b'{"taken": false}'  # what an older hook, which sends JSON, understands as "do it yourself"
-NO_ANSWER = "turnback: the hook relay did not answer; the agent goes on\n"
 HANDLED_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -175,6 +174,15 @@ def failure_line(exc: BaseException) -> str:
     return escape_line(say("hook_failed", error=type(exc).__name__, why=why)) + "\n"
 
 
+def _no_answer(home: str) -> str:
+    """The line a hook prints when the relay took its event and gave no answer, in the language the event's
+    output is worded in (the catalog is imported only on this rare path, so a hook imports little)."""
+    from turnback.catalog import Message, word
+    from turnback.hooks.events import event_language
+
+    return word(Message("hook_relay_no_answer"), event_language(home)) + "\n"
+
+
 def _at_socket(home: str, call: Callable[[str], None]) -> None:
     """``call(path)`` with a path to the relay's socket in *home* that fits a Unix socket address (108 bytes)
     however deep the store is: through this process's descriptor of the folder."""
@@ -249,9 +257,10 @@ def _request(raw: bytes, harness: str) -> bytes:
     return b"\0".join([REQUEST_TAG, *caller, *_store_env(), raw])
 
 
-def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes:
-    """What to print (stdout, stderr) when the relay took the event; else the first byte of its answer:
-    NOT_TAKEN, or none (an older relay, which reads no such request, or one that failed before taking it)."""
+def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes | None:
+    """What to print (stdout, stderr) when the relay took the event; None when it may have taken it and gave no
+    answer (it must not be handled again); else the first byte of its answer: NOT_TAKEN, or none (an older
+    relay, which reads no such request, or one that failed before taking it)."""
     deadline = time.monotonic() + REPLY_TIMEOUT_S
     try:
         sock.settimeout(REPLY_TIMEOUT_S)
@@ -265,7 +274,7 @@ def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes:
                 break
             parts.append(chunk)
     except OSError:
-        return "", NO_ANSWER
+        return None
     finally:
         sock.close()
     reply = b"".join(parts)
@@ -273,7 +282,7 @@ def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes:
         return reply[:1]
     size, newline, texts = reply[len(TAKEN) :].partition(b"\n")
     if not newline or not size.isdigit() or int(size) > len(texts):
-        return "", NO_ANSWER  # it took the event and ended before its answer
+        return None  # it took the event and ended before its answer
     return texts[: int(size)].decode("utf-8", "surrogatepass"), texts[int(size) :].decode("utf-8", "surrogatepass")
 
 
@@ -312,6 +321,9 @@ def _hook(harness: str) -> int:
     relayed = os.environ.get(ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     sock = connect(home) if relayed else None
     reply = _ask(sock, _request(raw, harness)) if sock is not None else b""
+    if reply is None:
+        sys.stderr.write(_no_answer(home))
+        return 0
     if isinstance(reply, tuple):
         sys.stdout.write(reply[0])
         sys.stderr.write(reply[1])

@@ -658,8 +658,23 @@ def apply_plan(store: StoreBackend, tree: Tree, plan: Plan) -> OpResult:
             notes = finish_operation(store, applied)
             settle_turns(store, applied, journal)
             store.set_op_status(plan.id, "done")
-    trash = applier.trash_dir if os.path.isdir(applier.trash_dir) else None
-    return OpResult(journaled(plan, journal)._replace(status="done"), trash, resumed=resumed, notes=notes)
+    return OpResult(
+        journaled(plan, journal)._replace(status="done"), _kept_trash(applier.trash_dir), resumed=resumed, notes=notes
+    )
+
+
+def _kept_trash(trash_dir: str) -> str | None:
+    """The operation's trash folder when something was put in it; an empty one (the rows displaced nothing:
+    a deleted file put back, say) is removed, so that no result points the user at an empty folder."""
+    try:
+        if os.listdir(trash_dir):
+            return trash_dir
+        os.rmdir(trash_dir)
+    except FileNotFoundError:
+        return None
+    except OSError:  # not ours to remove after all: it is still there to be named
+        return trash_dir if os.path.isdir(trash_dir) else None
+    return None
 
 
 __all__ = ["CHANGED_SINCE_PREVIEW", "apply_plan", "trash_folder_name"]
