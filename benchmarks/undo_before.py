@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -95,6 +96,15 @@ def one_round(
     number: int, master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int, before_src: Path
 ) -> dict[str, float]:
     where = base / f"round-{number}"
+    try:
+        return _timed_round(number, where, master, info, text, seed, before_src)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def _timed_round(
+    number: int, where: Path, master: Path, info: TreeInfo, text: TextSource, seed: int, before_src: Path
+) -> dict[str, float]:
     rng_seed = f"undo-many:{seed}:{info.label}:{number}"
     sides = {"before": where / "before", "after": where / "after"}
     recorded = {name: record(folder, master, info, text, rng_seed) for name, folder in sides.items()}
@@ -152,10 +162,17 @@ def main() -> int:
         master, info = prepare_tree(base, args.files, None, args.seed, text, plain=False)
         for number in range(args.rounds):
             rounds.append(one_round(number, master, info, base, text, args.seed, args.before.resolve()))
-    load_end = os.getloadavg()
+        load_end = os.getloadavg()
+        report(rounds, info, load_start, load_end)  # before the temp folder goes: that takes minutes on a busy disk
+    return 0
+
+
+def report(
+    rounds: list[dict[str, float]], info: TreeInfo, load_start: tuple[float, ...], load_end: tuple[float, ...]
+) -> None:
     median = {key: statistics.median(r[key] for r in rounds) for key in rounds[0]}
     print(f"{os.cpu_count()} CPUs · load average {load_start[0]:.2f} at start, {load_end[0]:.2f} at end")
-    print(f"{info.files:,} files; the 1,000-file turn; medians of {args.rounds} rounds:")
+    print(f"{info.files:,} files; the 1,000-file turn; medians of {len(rounds)} rounds:")
     for name in ("before", "after"):
         print(
             f"  {name:6}  {median[f'{name}_s']:.3f} s (plan {median[f'{name}_plan_s']:.3f} s,"
@@ -164,7 +181,6 @@ def main() -> int:
     print(f"  git     {median['git_s']:.3f} s")
     ratios = [r["after_s"] / r["before_s"] for r in rounds]
     print(f"  after/before per round: {', '.join(f'{x:.2f}' for x in ratios)} (target: git/turnback ≥ 10×)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -199,7 +199,8 @@ class BlobStore:
         for first in range(0, len(ids), _IDS_PER_QUERY):
             part = ids[first : first + _IDS_PER_QUERY]
             marks = ", ".join("?" * len(part))
-            found.update(bytes(row["id"]) for row in self._db.all(f"SELECT id FROM blobs WHERE id IN ({marks})", part))
+            rows = self._db.all(f"SELECT id FROM blobs WHERE id IN ({marks})", part)
+            found.update(row["id"] for row in rows if isinstance(row["id"], bytes))
         return found
 
     def _get(self, blob_id: bytes) -> _Opened:

@@ -55,6 +55,14 @@ _CALL_COLUMNS = ", ".join(
 )
 # Paths asked about in one query: each is a bound parameter, well under SQLite's and PostgreSQL's limits.
 _PATHS_PER_QUERY = 500
+
+
+def _asked(by_id: dict[bytes, PathKey], path_id: object) -> PathKey | None:
+    """The path asked about that a row's *path_id* names; ``None`` for a row no path asked about matches (only a
+    damaged index gives one: the row is not taken for another path's)."""
+    return by_id.get(path_id) if isinstance(path_id, bytes) else None
+
+
 _CHANGE_COLUMNS = (
     "id, call_id, seq, path_enc, before_kind, before_blob, before_size, before_mode, before_target_enc,"
     " after_kind, after_blob, after_size, after_mode, after_target_enc, partial, evicted, reverted,"
@@ -345,8 +353,8 @@ class CallQueries(SqliteRecords):
                 (project_id, *by_id, call_id),
             )
             for row in rows:
-                key = by_id[bytes(row["path_id"])]
-                if key not in found and row["id"] not in excluding:
+                key = _asked(by_id, row["path_id"])
+                if key is not None and key not in found and row["id"] not in excluding:
                     found[key] = CallId(row["id"])
         return found
 
@@ -384,7 +392,9 @@ class CallQueries(SqliteRecords):
                 " OR (calls.kind = 'tool' AND calls.ended_at > ?))",
                 (project_id, *by_id, call_id, end, end, start),
             ):
-                changed[by_id[bytes(row["path_id"])]].append(row)
+                key = _asked(by_id, row["path_id"])
+                if key is not None:
+                    changed[key].append(row)
         running = self.db.all(
             "SELECT calls.id AS id, calls.kind AS kind, 1 AS running, calls.rowid AS position"
             " FROM calls JOIN sessions ON sessions.id = calls.session_id"
