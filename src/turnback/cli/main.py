@@ -12,7 +12,7 @@ import difflib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import BinaryIO, NoReturn
 
@@ -235,17 +235,29 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             reconfigure(errors="backslashreplace")
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    args = _parse(parser, _common.join_text_values(words))
+    args = parse_words(parser, words)
     if not args.verb:
         parser.print_help()
         return 2
     out = _common.Output(json_mode=getattr(args, "json", False))
     ctx = _common.Context(args, out, argv=words, stdin=stdin)
-    module = COMMANDS[args.verb]
+    return run_verb(ctx, COMMANDS[args.verb].run)
+
+
+def parse_words(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The words after ``turnback`` parsed as the command line takes them (argparse exits 2 on a usage error)."""
+    return _parse(parser, _common.join_text_values(words))
+
+
+def run_verb(ctx: _common.Context, run: Callable[[_common.Context, argparse.Namespace], int]) -> int:
+    """*run* (a verb's, or a step of one that the hook relay serves: :mod:`turnback.cli.fast`) on *ctx*, inside
+    the error boundary that maps errors to exit codes and messages; then the engine closed and the output
+    flushed. The exit code."""
+    args, out = ctx.args, ctx.out
     try:
         language.set(turnback.pick_language(getattr(args, "lang", None), ctx.home))
-        _check_text_arguments(args, words)
-        code = int(module.run(ctx, args))
+        _check_text_arguments(args, ctx.argv)
+        code = int(run(ctx, args))
     except turnback.TurnbackError as error:
         code = _report(out, error)
     except KeyboardInterrupt:
@@ -272,4 +284,4 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     return code
 
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "parse_words", "run_verb"]
