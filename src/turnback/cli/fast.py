@@ -62,6 +62,7 @@ CALLER_FIELDS = 6
 EXIT_UNEXPECTED = 70  # cli.main's
 EXIT_TURNBACK_FAILED = 125  # exec's: turnback failed before the command ran
 CLOCK_REALTIME_COARSE = 5  # Linux's clock of file times (<linux/time.h>), which a command's ctimes are taken from
+ROUNDING_S = 1e-6  # a start given as float seconds is rounded (a quarter of a microsecond): never past the real one
 OPTIONS = {
     "before": ("--store", "--session"),
     "begin": ("--store", "--session", "--message", "--pid"),
@@ -135,7 +136,8 @@ def main(words: list[str]) -> int:
     home = os.path.abspath(store) if store else default_home()  # the store folder, as _common.Context.home says
     relayed = os.environ.get(relay.ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     try:
-        reply = _ask(home, _fields(step, [], words)) if relayed else b""
+        cwd = os.getcwdb()
+        reply = _ask(home, _fields(step, cwd, [], words)) if relayed else b""
         if not isinstance(reply, tuple):
             if reply == relay.TAKEN:
                 return _no_answer(EXIT_TURNBACK_FAILED if step == RUN else EXIT_UNEXPECTED)
@@ -149,7 +151,7 @@ def main(words: list[str]) -> int:
         if status != RUN:
             return _shown(status, out, err)
         call_id, _, workdir = out.partition(b"\0")
-        return _run_command(home, words, command, call_id, os.fsdecode(workdir))
+        return _run_command(home, cwd, words, command, call_id, os.fsdecode(workdir))
     except KeyboardInterrupt:
         from turnback.catalog import say
 
@@ -163,12 +165,12 @@ def _full(words: list[str]) -> int:
     return full_main(words)
 
 
-def _fields(step: bytes, step_fields: list[bytes], words: list[str]) -> list[bytes]:
+def _fields(step: bytes, cwd: bytes, step_fields: list[bytes], words: list[str]) -> list[bytes]:
     from turnback.home import env_session
 
     caller = [
         step,
-        os.getcwdb(),
+        cwd,
         b"%d" % os.getpid(),
         b"%d" % os.getppid(),
         b"1" if sys.stdout.isatty() else b"",
@@ -203,29 +205,46 @@ def _no_answer(code: int) -> int:
     return code
 
 
-def _run_command(home: str, words: list[str], command: list[str], call_id: bytes, workdir: str) -> int:
+def _run_command(home: str, cwd: bytes, words: list[str], command: list[str], call_id: bytes, workdir: str) -> int:
     """Run exec's *command* here, then have its end recorded (by the relay, else here); exec's exit code."""
-    import subprocess
-
-    from turnback.home import agent_environment
-    from turnback.hooks.commandstart import ROUNDING_S
     from turnback.procs import hide_own_environment
 
     hide_own_environment()  # as the engine does for the commands it runs: this process's environment may hold the key
     # On the clock of the command's ctimes, a little early: a change in this clock tick is the command's.
     started_at = time.clock_gettime_ns(CLOCK_REALTIME_COARSE) / 1e9 - ROUNDING_S
     try:
-        proc = subprocess.Popen(command, cwd=workdir, env=agent_environment())
+        pid = _spawn(command, workdir)
     except OSError as exc:
-        fields = _fields(NOT_RUN, [call_id, b"%d" % (exc.errno or 0), os.fsencode(exc.strerror or "")], words)
+        fields = _fields(NOT_RUN, cwd, [call_id, b"%d" % (exc.errno or 0), os.fsencode(exc.strerror or "")], words)
     else:
         try:
-            status = proc.wait()
-        except KeyboardInterrupt:
-            status = proc.wait()  # the command got the same interrupt; record what it did before it ended
-        fields = _fields(RAN, [call_id, b"%d" % proc.pid, b"%d" % status, repr(started_at).encode()], words)
+            status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        except KeyboardInterrupt:  # the command got the same interrupt; record what it did before it ended
+            status = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        fields = _fields(RAN, cwd, [call_id, b"%d" % pid, b"%d" % status, repr(started_at).encode()], words)
     reply = _ask(home, fields)
     return _shown(*(reply if isinstance(reply, tuple) else Served(home).answer(fields)))
+
+
+def _spawn(command: list[str], workdir: str) -> int:
+    """Start *command* in *workdir* as ``subprocess.Popen`` starts exec's (the engine's): found on ``PATH``,
+    no descriptor but 0-2 inherited, SIGPIPE and SIGXFSZ back to their default (Python ignores them), the
+    environment the engine gives commands (``home.agent_environment``: no ``TURNBACK_*``); its pid. Not
+    subprocess itself: importing it costs this process some 16 ms (locale, re, enum). A folder or program
+    that is not there, or cannot be run, raises the same ``OSError`` as Popen."""
+    import _signal  # type: ignore[import-not-found]  # signal's own module (no stubs): signal.py imports enum
+
+    from turnback.home import agent_environment
+
+    os.chdir(workdir)  # the command's folder: this process reads no relative path after this
+    inherited = [(os.POSIX_SPAWN_CLOSE, int(fd)) for fd in os.listdir("/proc/self/fd") if int(fd) > 2]
+    return os.posix_spawnp(
+        command[0],
+        command,
+        agent_environment(),
+        file_actions=inherited,
+        setsigdef=(_signal.SIGPIPE, _signal.SIGXFSZ),
+    )
 
 
 # -- the relay's side --------------------------------------------------------------------------

@@ -264,7 +264,7 @@ def _exchange(sock: _socket.socket, request: bytes, timeout: float) -> tuple[byt
     """Send *request* and read the reply, the whole exchange within *timeout*; what came back, and whether it
     came whole (False: the connection broke or the time ran out). The socket is closed."""
     deadline = time.monotonic() + timeout
-    parts = []
+    parts: list[bytes] = []
     try:
         sock.settimeout(timeout)
         sock.sendall(request)
