@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import turnback
+from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import TEST_KEY, Result, cli_env, make_project, run_cli
 from turnback.hooks import relay
 from turnback.model import SessionId
@@ -377,3 +378,14 @@ def test_an_incognito_sessions_command_runs_in_its_own_process_as_before(harness
         }
     )
     assert (ran.rc, ran.err) == (4, ""), ran
+
+
+def test_on_a_terminal_the_commands_line_is_dimmed_as_before(in_turn: dict[str, Harness]) -> None:
+    # The relay writes to no terminal: it colours the line as the client's stdout is (a terminal here).
+    shown = {}
+    for mode, h in in_turn.items():
+        rc, output = run_on_a_terminal(
+            ["exec", "--", "sh", "-c", "printf 'z\\n' >> README.md; echo done"], h.project, cli_env(h.home, h.env), b""
+        )
+        shown[mode] = (rc, output)
+    assert shown["relay"] == shown["full"] == (0, "done\n\x1b[2mchanged README.md +1 -0\x1b[0m\n")
