@@ -139,6 +139,10 @@ def load_snapshot(store: StoreBackend, snapshot_id: str, data: bytes | None = No
         data = store.snapshot(snapshot_id)
         if data is None:
             return None
+    if data[:1] == bytes([SNAPSHOT_FORMAT]):
+        # The caches kept stand on another full one, which this one replaces (remember_snapshot): let them go now
+        # rather than once it is decoded, so that two decoded trees are not held at once.
+        _LOADED.clear()
     full = decode_snapshot(data)
     if full is not None:
         return remember_snapshot(store, stored_snapshot(snapshot_id, full))
