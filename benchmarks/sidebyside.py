@@ -1492,25 +1492,33 @@ def proc_fields(path: str, names: tuple[str, ...]) -> dict[str, int] | None:
     return found
 
 
+def split_sample(pid: int) -> tuple[int, int] | None:
+    """The resident size of the process *pid* now, and the pages its forked scan processes hold of their own
+    (not shared with it); ``None`` once it has gone."""
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    forked = 0
+    for kid in kids:  # forked, not exec'd: the same command line (git and turnback's helpers have others)
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{kid}/cmdline").read_bytes() == own:
+                fields = proc_fields(f"/proc/{kid}/smaps_rollup", ("Private_Clean", "Private_Dirty"))
+                forked += sum((fields or {}).values())
+    return (proc_fields(f"/proc/{pid}/status", ("VmRSS",)) or {}).get("VmRSS", 0), forked
+
+
 def sample_split_scans(proc: subprocess.Popen[bytes]) -> dict[str, int]:
     """Until *proc* ends, every SPLIT_SAMPLE_S: its resident size plus the pages of its forked scan processes
     (a full scan of a large tree is split over processes, scan.find_changes) that are their own, not shared
     with it; the largest sum seen, and the most the forked ones held at once."""
-    cmdline = Path(f"/proc/{proc.pid}/cmdline")
     with_split = split_own = 0
     while proc.poll() is None:
-        try:
-            own = cmdline.read_bytes()
-            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        except OSError:
+        sampled = split_sample(proc.pid)
+        if sampled is None:
             break
-        forked = 0
-        for kid in kids:  # forked, not exec'd: the same command line (git and turnback's helpers have others)
-            with contextlib.suppress(OSError):
-                if Path(f"/proc/{kid}/cmdline").read_bytes() == own:
-                    fields = proc_fields(f"/proc/{kid}/smaps_rollup", ("Private_Clean", "Private_Dirty"))
-                    forked += sum((fields or {}).values())
-        resident = (proc_fields(f"/proc/{proc.pid}/status", ("VmRSS",)) or {}).get("VmRSS", 0)
+        resident, forked = sampled
         if forked:
             with_split, split_own = max(with_split, resident + forked), max(split_own, forked)
         time.sleep(SPLIT_SAMPLE_S)

@@ -59,7 +59,7 @@ class GitIndex(NamedTuple):
 
     A 100,000-file index kept decoded took about 50 MB (a tuple, four numbers and a hex id per file), held
     during the whole first snapshot and touched, so copied, by each of its forked workers; as the index's
-    own bytes, a third of it.
+    own bytes, about half of it.
     """
 
     entries: dict[str, bytes]  # path: its fixed-size entry in the index (stat, mode, object id, flags)
