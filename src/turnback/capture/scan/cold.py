@@ -19,7 +19,7 @@ import marshal
 import os
 import selectors
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, BinaryIO
 
 from turnback.capture.gitindex import GitIndex
@@ -31,7 +31,9 @@ from turnback.store.api import BlobBackend, StoreBackend
 from turnback.store.records import SealedBlob
 
 SEND_BYTES = 1 << 20  # sealed rows a worker holds before it sends them
-_FRAME = struct.Struct("<I")  # each message on a worker's pipe: its length, then marshal's bytes
+# Each message on a worker's pipe: the length of its marshal's bytes and of the contents after them, the marshal's
+# bytes, then the sealed contents as they are (a 4 MiB chunk not copied twice more, into marshal's bytes and a frame).
+_FRAME = struct.Struct("<II")
 _ROWS, _FOLDER = 0, 1  # what a message holds: sealed rows, or a folder walked
 
 
@@ -73,7 +75,7 @@ class _SealingScanner(Scanner):
         self._recorded = recorded
         self._trim_heap = _heap_trimmer()
         self._out: BinaryIO | None = None
-        self._rows: list[tuple[bytes, int, int, bytes]] = []
+        self._rows: list[SealedBlob] = []
         self._row_bytes = 0
         self._contents = 0  # files whose rows are among those held
         self._content_bytes = 0
@@ -85,20 +87,24 @@ class _SealingScanner(Scanner):
         return stored.blob, stored.size
 
     def _hold(self, row: SealedBlob) -> None:
-        self._rows.append(tuple(row))  # type: ignore[arg-type]  # marshal sends plain tuples
+        self._rows.append(row)
         self._row_bytes += len(row.sealed)
         if self._row_bytes >= SEND_BYTES:
             self._send_rows()
 
-    def _send(self, message: tuple[Any, ...]) -> None:
+    def _send(self, message: tuple[Any, ...], contents: Sequence[bytes] = ()) -> None:
         assert self._out is not None
         payload = marshal.dumps(message)
-        self._out.write(_FRAME.pack(len(payload)) + payload)
+        self._out.write(_FRAME.pack(len(payload), sum(map(len, contents))))
+        self._out.write(payload)
+        for content in contents:
+            self._out.write(content)
         self._out.flush()
 
     def _send_rows(self) -> None:
         if self._rows:
-            self._send((_ROWS, self._rows, self._contents, self._content_bytes))
+            rows = [(row.id, row.kind, row.size, len(row.sealed)) for row in self._rows]
+            self._send((_ROWS, rows, self._contents, self._content_bytes), [row.sealed for row in self._rows])
         self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
 
     def walk_unit(self, fd: int, prefix: str) -> None:
@@ -136,10 +142,15 @@ class _Parent:
         self.scanner = scanner
         self.writer = writer
 
-    def take(self, message: tuple[Any, ...]) -> None:
+    def take(self, message: tuple[Any, ...], sealed: memoryview) -> None:
+        """One message, and the sealed contents sent after it."""
         if message[0] == _ROWS:
             _, rows, contents, size = message
-            self.writer.put_sealed([SealedBlob._make(row) for row in rows], contents, size)
+            blobs, at = [], 0
+            for blob_id, kind, blob_size, length in rows:
+                blobs.append(SealedBlob(blob_id, kind, blob_size, bytes(sealed[at : at + length])))
+                at += length
+            self.writer.put_sealed(blobs, contents, size)
             return
         _, paths, entries, files_read, bytes_read = message
         self.scanner.snapshot.update(zip(paths, map(Entry._make, entries), strict=True))
@@ -147,7 +158,7 @@ class _Parent:
         self.scanner.bytes_read += bytes_read
 
 
-def _receive(children: dict[int, int], take: Callable[[tuple[Any, ...]], None]) -> bool:
+def _receive(children: dict[int, int], take: Callable[[tuple[Any, ...], memoryview], None]) -> bool:
     """Take every message the workers send, as it comes, until each has ended; whether all ended well."""
     buffers = {found: bytearray() for found in children.values()}
     pids = {found: pid for pid, found in children.items()}
@@ -170,11 +181,14 @@ def _receive(children: dict[int, int], take: Callable[[tuple[Any, ...]], None]) 
                 buffer += data
                 start = 0
                 while len(buffer) - start >= _FRAME.size:
-                    (length,) = _FRAME.unpack_from(buffer, start)
-                    end = start + _FRAME.size + length
+                    length, sealed_length = _FRAME.unpack_from(buffer, start)
+                    middle = start + _FRAME.size + length
+                    end = middle + sealed_length
                     if end > len(buffer):
                         break
-                    take(marshal.loads(memoryview(buffer)[start + _FRAME.size : end]))
+                    take(
+                        marshal.loads(memoryview(buffer)[start + _FRAME.size : middle]), memoryview(buffer)[middle:end]
+                    )
                     start = end
                 del buffer[:start]
     return ok
