@@ -6,6 +6,7 @@ layers on it (``layers.Layered``), so a delta is decoded without copying the ful
 
 from __future__ import annotations
 
+import io
 import itertools
 import marshal
 import struct
@@ -61,18 +62,20 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     ``Entry._make`` run at C speed, which matters at 100k entries per scan.
 
     Written a few thousand entries at a time into the compressor (the bytes of version 2 are those of each item
-    one after another), so neither the whole marshal output nor a plain tuple of every entry is ever held.
+    one after another), so neither the whole marshal output nor a plain tuple of every entry is ever held; and
+    compressed into one buffer, which becomes the bytes returned (pieces joined at the end were held twice).
     """
     snapshot = flat(snapshot)
-    compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    out = [bytes([SNAPSHOT_FORMAT]), compressor.compress(_TUPLE + _COUNT.pack(2))]
-    lists: tuple[Iterator[Any], ...] = (iter(snapshot), map(tuple, snapshot.values()))
-    for items in lists:
-        out.append(compressor.compress(_LIST + _COUNT.pack(len(snapshot))))
-        while part := list(itertools.islice(items, _ENCODE_PART)):
-            out.append(compressor.compress(b"".join([marshal.dumps(item, MARSHAL_VERSION) for item in part])))
-    out.append(compressor.flush())
-    return b"".join(out)
+    out = io.BytesIO()
+    out.write(bytes([SNAPSHOT_FORMAT]))
+    with zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False) as compressor:
+        compressor.write(_TUPLE + _COUNT.pack(2))
+        lists: tuple[Iterator[Any], ...] = (iter(snapshot), map(tuple, snapshot.values()))
+        for items in lists:
+            compressor.write(_LIST + _COUNT.pack(len(snapshot)))
+            while part := list(itertools.islice(items, _ENCODE_PART)):
+                compressor.write(b"".join([marshal.dumps(item, MARSHAL_VERSION) for item in part]))
+    return out.getvalue()  # (the buffer itself, not a copy: nothing else refers to it)
 
 
 def content_bytes(snapshot: Snapshot) -> int:
