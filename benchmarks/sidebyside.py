@@ -797,10 +797,12 @@ class TurnbackSide:
 
     def git_objects_pending(self) -> int:
         """How many entries of the project's stat cache still stand on a git object not copied into the store."""
-        cached = self.engine.store.latest_snapshot(self.project.id)
+        # Its data read only when this process does not hold it decoded: polled every 20 ms, the sealed cache of
+        # 120k entries read and opened each time would count in the peak-memory figure as turnback's own.
+        cached = self.engine.store.latest_snapshot(self.project.id, data=False)
         if cached is None:
             return 0
-        loaded = load_snapshot(self.engine.store, cached.id, cached.data)
+        loaded = load_snapshot(self.engine.store, cached.id)
         if loaded is None:
             raise RuntimeError("the project's stat cache has a format this script's turnback does not read")
         return sum(1 for entry in loaded.snapshot.values() if entry.git_oid)
