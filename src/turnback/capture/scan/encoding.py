@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import zstandard
 
 from turnback.capture.scan.entries import Entry, Snapshot
+from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.layers import Layered, flat, layered
 from turnback.store.api import StoreBackend
 
@@ -148,6 +149,7 @@ def load_snapshot(store: StoreBackend, snapshot_id: str, data: bytes | None = No
         _LOADED.clear()
     full = decode_snapshot(data)
     if full is not None:
+        trim_heap()  # the decompressed bytes it was made from (15 MB at 120k entries)
         return remember_snapshot(store, stored_snapshot(snapshot_id, full))
     decoded = decode_snapshot_delta(data)
     if decoded is None:
