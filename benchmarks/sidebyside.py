@@ -235,8 +235,6 @@ def source_digest() -> str:
     return digest.hexdigest()[:16]
 
 
-import_turnback_eagerly()
-
 KEY_SECRET = "benchmark-key-0123456789"
 COMMAND = "benchmark-change"  # what begin_command records as the command line (names no path)
 
@@ -800,10 +798,12 @@ class TurnbackSide:
 
     def git_objects_pending(self) -> int:
         """How many entries of the project's stat cache still stand on a git object not copied into the store."""
-        cached = self.engine.store.latest_snapshot(self.project.id)
+        # Its data read only when this process does not hold it decoded: polled every 20 ms, the sealed cache of
+        # 120k entries read and opened each time would count in the peak-memory figure as turnback's own.
+        cached = self.engine.store.latest_snapshot(self.project.id, data=False)
         if cached is None:
             return 0
-        loaded = load_snapshot(self.engine.store, cached.id, cached.data)
+        loaded = load_snapshot(self.engine.store, cached.id)
         if loaded is None:
             raise RuntimeError("the project's stat cache has a format this script's turnback does not read")
         return sum(1 for entry in loaded.snapshot.values() if entry.git_oid)
@@ -1505,25 +1505,33 @@ def proc_fields(path: str, names: tuple[str, ...]) -> dict[str, int] | None:
     return found
 
 
+def split_sample(pid: int) -> tuple[int, int] | None:
+    """The resident size of the process *pid* now, and the pages its forked scan processes hold of their own
+    (not shared with it); ``None`` once it has gone."""
+    try:
+        own = Path(f"/proc/{pid}/cmdline").read_bytes()
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    forked = 0
+    for kid in kids:  # forked, not exec'd: the same command line (git and turnback's helpers have others)
+        with contextlib.suppress(OSError):
+            if Path(f"/proc/{kid}/cmdline").read_bytes() == own:
+                fields = proc_fields(f"/proc/{kid}/smaps_rollup", ("Private_Clean", "Private_Dirty"))
+                forked += sum((fields or {}).values())
+    return (proc_fields(f"/proc/{pid}/status", ("VmRSS",)) or {}).get("VmRSS", 0), forked
+
+
 def sample_split_scans(proc: subprocess.Popen[bytes]) -> dict[str, int]:
     """Until *proc* ends, every SPLIT_SAMPLE_S: its resident size plus the pages of its forked scan processes
     (a full scan of a large tree is split over processes, scan.find_changes) that are their own, not shared
     with it; the largest sum seen, and the most the forked ones held at once."""
-    cmdline = Path(f"/proc/{proc.pid}/cmdline")
     with_split = split_own = 0
     while proc.poll() is None:
-        try:
-            own = cmdline.read_bytes()
-            kids = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
-        except OSError:
+        sampled = split_sample(proc.pid)
+        if sampled is None:
             break
-        forked = 0
-        for kid in kids:  # forked, not exec'd: the same command line (git and turnback's helpers have others)
-            with contextlib.suppress(OSError):
-                if Path(f"/proc/{kid}/cmdline").read_bytes() == own:
-                    fields = proc_fields(f"/proc/{kid}/smaps_rollup", ("Private_Clean", "Private_Dirty"))
-                    forked += sum((fields or {}).values())
-        resident = (proc_fields(f"/proc/{proc.pid}/status", ("VmRSS",)) or {}).get("VmRSS", 0)
+        resident, forked = sampled
         if forked:
             with_split, split_own = max(with_split, resident + forked), max(split_own, forked)
         time.sleep(SPLIT_SAMPLE_S)
@@ -2427,8 +2435,11 @@ def plain_measure(
 def main(argv: list[str] | None = None) -> int:
     args_in = sys.argv[1:] if argv is None else argv
     if args_in[:1] == ["_peak"]:
+        # Not imported eagerly: the peak-memory process holds what a process that scans imports, not the web,
+        # terminal or PostgreSQL modules (30 MB) no scan needs. Its source digest tells if they changed meanwhile.
         print(json.dumps(peak_child(json.loads(args_in[1]))))
         return 0
+    import_turnback_eagerly()
     if args_in[:1] == ["undo-many"]:
         doc = "Only the undo of 1,000 files against git, with its target (a quick re-run)."
         return one_phase_main(args_in[1:], "undo-many", doc, undo_many_measure)

@@ -83,7 +83,7 @@ def test_the_index_is_read_in_each_format_git_writes(project: Path) -> None:
         git(project, "update-index", "--index-version", version)
         index = gitindex.read_index(str(project))
         assert index is not None, version
-        assert {path: entry.oid for path, entry in index.entries.items()} == objects, version
+        assert {path: index.entry(path).oid for path in index.entries} == objects, version
 
 
 def test_files_git_does_not_vouch_for_are_read(engine, project: Path) -> None:  # type: ignore[no-untyped-def]

@@ -6,6 +6,7 @@ layers on it (``layers.Layered``), so a delta is decoded without copying the ful
 
 from __future__ import annotations
 
+import io
 import itertools
 import marshal
 import struct
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 import zstandard
 
 from turnback.capture.scan.entries import Entry, Snapshot
+from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.layers import Layered, flat, layered
 from turnback.store.api import StoreBackend
 
@@ -61,18 +63,20 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     ``Entry._make`` run at C speed, which matters at 100k entries per scan.
 
     Written a few thousand entries at a time into the compressor (the bytes of version 2 are those of each item
-    one after another), so neither the whole marshal output nor a plain tuple of every entry is ever held.
+    one after another), so neither the whole marshal output nor a plain tuple of every entry is ever held; and
+    compressed into one buffer, which becomes the bytes returned (pieces joined at the end were held twice).
     """
     snapshot = flat(snapshot)
-    compressor = zstandard.ZstdCompressor(level=1).compressobj()
-    out = [bytes([SNAPSHOT_FORMAT]), compressor.compress(_TUPLE + _COUNT.pack(2))]
-    lists: tuple[Iterator[Any], ...] = (iter(snapshot), map(tuple, snapshot.values()))
-    for items in lists:
-        out.append(compressor.compress(_LIST + _COUNT.pack(len(snapshot))))
-        while part := list(itertools.islice(items, _ENCODE_PART)):
-            out.append(compressor.compress(b"".join([marshal.dumps(item, MARSHAL_VERSION) for item in part])))
-    out.append(compressor.flush())
-    return b"".join(out)
+    out = io.BytesIO()
+    out.write(bytes([SNAPSHOT_FORMAT]))
+    with zstandard.ZstdCompressor(level=1).stream_writer(out, closefd=False) as compressor:
+        compressor.write(_TUPLE + _COUNT.pack(2))
+        lists: tuple[Iterator[Any], ...] = (iter(snapshot), map(tuple, snapshot.values()))
+        for items in lists:
+            compressor.write(_LIST + _COUNT.pack(len(snapshot)))
+            while part := list(itertools.islice(items, _ENCODE_PART)):
+                compressor.write(b"".join([marshal.dumps(item, MARSHAL_VERSION) for item in part]))
+    return out.getvalue()  # (the buffer itself, not a copy: nothing else refers to it)
 
 
 def content_bytes(snapshot: Snapshot) -> int:
@@ -139,8 +143,13 @@ def load_snapshot(store: StoreBackend, snapshot_id: str, data: bytes | None = No
         data = store.snapshot(snapshot_id)
         if data is None:
             return None
+    if data[:1] == bytes([SNAPSHOT_FORMAT]):
+        # The caches kept stand on another full one, which this one replaces (remember_snapshot): let them go now
+        # rather than once it is decoded, so that two decoded trees are not held at once.
+        _LOADED.clear()
     full = decode_snapshot(data)
     if full is not None:
+        trim_heap()  # the decompressed bytes it was made from (15 MB at 120k entries)
         return remember_snapshot(store, stored_snapshot(snapshot_id, full))
     decoded = decode_snapshot_delta(data)
     if decoded is None:

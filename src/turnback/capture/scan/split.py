@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO, NoReturn
 
 from turnback.capture.scan.entries import ScanRules, Snapshot
+from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.walk import DIR_FLAGS, NotKnown, Scanner, open_folder
 from turnback.model import BlobId
 
@@ -231,6 +232,7 @@ def find_changes(
     anyway); ``None`` when only a full scan can tell."""
     finder = _ChangeFinder(rules, previous, now_ns, root)
     children: dict[int, int] = {}  # pid: the pipe it sends what it found on
+    trim_heap()  # what this process holds counts once more for each page a child comes to hold of its own
     units: list[tuple[int, str]] = []
     queue = -1
     try:

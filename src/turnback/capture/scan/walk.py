@@ -353,14 +353,18 @@ class Scanner:
                 self.entry_unreadable(path, exc)
                 continue
             previous = previous_of(path)
-            if (
-                previous is not None
-                and not previous.racy
-                and previous[1:6] == (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode)
-            ):
+            if previous is not None and not previous.racy:
+                # Its kind and stat (size, mtime_ns, ctime_ns, ino, mode) are these exactly when it sorts between
+                # the two tuples. Compared whole, its numbers are read in place; taken out (a slice), each would be
+                # written (its count of references), which copies every page of them into a forked split scan.
                 kind = previous.kind
-                if ((kind == "file" and st.st_size <= max_bytes) or kind == "dir") and (
-                    plain or self.rules.excluded_by(path, is_dir=kind == "dir") is None
+                size, mtime_ns, ctime_ns, ino, mode = st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode
+                if (
+                    (kind, size, mtime_ns, ctime_ns, ino, mode)
+                    < previous
+                    < (kind, size, mtime_ns, ctime_ns, ino, mode + 1)
+                    and ((kind == "file" and size <= max_bytes) or kind == "dir")
+                    and (plain or self.rules.excluded_by(path, is_dir=kind == "dir") is None)
                 ):
                     if keep:
                         snapshot[path] = previous  # the very entry: a scan that changed nothing changed no entry
