@@ -711,13 +711,24 @@ def _luminance(css_color: str) -> float:
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
 
 
+def _colors(locator: Locator) -> list[str]:
+    """(background, text) colour of the element *locator* finds. The page may render a block anew (a live update)
+    between finding it and reading its style, and an element out of the document has no computed style: read
+    again until it is in it."""
+    read = "(e) => e.isConnected ? [getComputedStyle(e).backgroundColor, getComputedStyle(e).color] : null"
+    deadline = time.monotonic() + 10
+    while (shown := locator.evaluate(read)) is None or not all(shown):
+        assert time.monotonic() < deadline, "the element never stayed in the page"
+        time.sleep(0.05)
+    return list(shown)
+
+
 def test_the_page_follows_the_light_or_dark_scheme_of_the_system(page: Page, project: Project) -> None:
-    colors = "(e) => [getComputedStyle(e).backgroundColor, getComputedStyle(e).color]"
     backgrounds = {}
     for scheme in ("light", "dark"):
         page.emulate_media(color_scheme=scheme)
-        _, text = block(page, project.calls[0]).locator(".target").evaluate(colors)
-        page_background, _ = page.locator("body").evaluate(colors)
+        _, text = _colors(block(page, project.calls[0]).locator(".target"))
+        page_background, _ = _colors(page.locator("body"))
         backgrounds[scheme] = _luminance(page_background)
         assert abs(_luminance(page_background) - _luminance(text)) > 0.5, (scheme, page_background, text)
     assert backgrounds["light"] > 0.8 and backgrounds["dark"] < 0.2, backgrounds
