@@ -46,10 +46,12 @@ pytest.importorskip("uvicorn", reason="turnback serve needs the web extra (in de
 
 def _chromium() -> str:
     """Debian's chromium; installed with apt-get when missing (as .ci/run does), else the test is skipped."""
+    why = "apt-get install chromium needs root"
     if not Path(CHROMIUM).exists() and os.geteuid() == 0 and shutil.which("apt-get"):
-        subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, timeout=900)
+        done = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, timeout=900)
+        why = f"apt-get install chromium ended with {done.returncode}: {done.stderr.strip()[-300:]}"
     if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing and could not be installed (apt-get install chromium needs root)")
+        pytest.skip(f"{CHROMIUM} is missing and could not be installed ({why})")
     return CHROMIUM
 
 
@@ -161,6 +163,11 @@ def dialog(page: Page) -> Locator:
     found = page.get_by_role("dialog")
     found.wait_for()
     return found
+
+
+def settled(page: Page) -> None:
+    """Waits until no load of the session is in flight: its re-render would replace the buttons a click aims at."""
+    expect(page.locator("#session")).not_to_have_attribute("aria-busy", "true")
 
 
 def expect(locator: Locator):  # type: ignore[no-untyped-def]  # (playwright's assertion classes are private)
@@ -647,6 +654,7 @@ def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project
     expect(page.locator("html")).to_have_attribute("lang", lang)
 
     def labels_of_revert(call: str) -> list[str]:
+        settled(page)
         block(page, call).locator(".revert-icon").click()
         names = dialog(page).locator(".dialog-buttons button").all_inner_texts()
         page.keyboard.press("Escape")
@@ -671,6 +679,7 @@ def test_the_language_switch_shows_the_exact_labels(page: Page, project: Project
 def test_the_dialogs_word_each_rows_action_in_the_chosen_language(page: Page, project: Project) -> None:
     page.get_by_label("Language").select_option("ja")
     expect(page.locator("html")).to_have_attribute("lang", "ja")
+    settled(page)
     page.locator('[data-turn="1"]').get_by_role("button", name="ターン 1 までロールバック", exact=True).click()
     expect(dialog(page).locator(".row-action")).to_have_text(["復元"])
     page.keyboard.press("Escape")

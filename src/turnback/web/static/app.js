@@ -71,8 +71,23 @@ async function loadSessions() {
   renderSessions();
 }
 
+// While a load is in flight the session is about to be re-rendered: aria-busy tells assistive technology (and a
+// test) that its buttons are about to be replaced, so a click now may land on a button that is gone.
+let loadsInFlight = 0;
+
 async function loadSession() {
   if (!state.session) return;
+  loadsInFlight += 1;
+  $("session").setAttribute("aria-busy", "true");
+  try {
+    await readSession();
+  } finally {
+    loadsInFlight -= 1;
+    if (!loadsInFlight) $("session").removeAttribute("aria-busy");
+  }
+}
+
+async function readSession() {
   const id = encodeURIComponent(state.session);
   const [history, status, files] = await Promise.all([
     api(`sessions/${id}/history`),
