@@ -29,6 +29,7 @@ from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import TEST_KEY, Result, cli_env, make_project, run_cli
 from turnback.hooks import relay
 from turnback.model import SessionId
+from turnback.procs import process_alive
 
 MODES = ("full", "relay")
 # The console script's code (turnback.cli:entry) in a process of its own; then whether it imported the full
@@ -389,3 +390,18 @@ def test_on_a_terminal_the_commands_line_is_dimmed_as_before(in_turn: dict[str, 
         )
         shown[mode] = (rc, output)
     assert shown["relay"] == shown["full"] == (0, "done\n\x1b[2mchanged README.md +1 -0\x1b[0m\n")
+
+
+def test_a_relay_is_not_idle_while_a_command_it_began_runs(harnesses: dict[str, Harness]) -> None:
+    h = harnesses["relay"]
+    h.stop()
+    quick = {"TURNBACK_HOOK_RELAY_IDLE_S": "1"}  # the relay this starts ends after a second without a request
+    assert h.run("turn", "begin", "--session", h.session, served=False, env=quick).rc == 0
+    pid = wait_for_relay(h.home)
+    ran = h.run("exec", "--", "sh", "-c", "sleep 4; printf x >> README.md", env=quick)
+    assert (ran.rc, ran.out) == (0, "changed README.md +1 -0\n")
+    assert relay_pid(h.home) == pid  # it waited out the command, and recorded its end
+    deadline = time.monotonic() + 30
+    while process_alive(pid, None) and time.monotonic() < deadline:  # (a connection would be a request)
+        time.sleep(0.1)
+    assert not process_alive(pid, None)  # then idle: it ended

@@ -259,6 +259,14 @@ class Served:
 
         self.home = home
         self.parser = build_parser()  # once: every verb's module imported before the first request
+        self.running: dict[bytes, tuple[int, int | None]] = {}  # a begun exec's call -> its client (pid, start)
+
+    def busy(self) -> bool:
+        """Whether a command this relay began still runs (its client, which waits for it, is alive)."""
+        from turnback.procs import process_alive
+
+        self.running = {call: client for call, client in self.running.items() if process_alive(*client)}
+        return bool(self.running)
 
     def __call__(self, fields: list[bytes]) -> bytes:
         """The relay's reply to a request's *fields* (:func:`turnback.hooks.relay.cli_reply`)."""
@@ -292,7 +300,12 @@ class Served:
         ctx.cwd, ctx.parent_pid, ctx.env_session = os.fsdecode(cwd), int(parent), os.fsdecode(env_session) or None
         status, began = _run_step(step, step_fields, int(pid), ctx)
         if began is not None:
+            from turnback.procs import process_start
+
+            self.running[began[0].encode()] = (int(pid), process_start(int(pid)))
             return RUN, began[0].encode() + b"\0" + os.fsencode(began[1]), b""
+        if step in (RAN, NOT_RUN):
+            self.running.pop(step_fields[0], None)
         return status, out.getvalue().encode("utf-8", "surrogatepass"), err.getvalue().encode("utf-8", "surrogatepass")
 
 
@@ -359,7 +372,8 @@ def serve(home: str) -> int:
     """The relay of the store in *home*: hook events, and the command line's requests (:class:`Served`)."""
     from turnback.hooks import relay
 
-    return relay.serve(home, Served(home))
+    served = Served(home)
+    return relay.serve(home, served, served.busy)
 
 
 if __name__ == "__main__":

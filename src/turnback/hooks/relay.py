@@ -425,9 +425,12 @@ class _CodeWatch:
         return False
 
 
-def serve(home: str, served: Callable[[list[bytes]], bytes] | None = None) -> int:
+def serve(
+    home: str, served: Callable[[list[bytes]], bytes] | None = None, busy: Callable[[], bool] | None = None
+) -> int:
     """Serve hook events for the store in *home* until idle, the store gone, or the code changed; and the
-    command line's requests with *served* (their fields -> :func:`cli_reply`), when given."""
+    command line's requests with *served* (their fields -> :func:`cli_reply`), when given. While *busy* says
+    so (a command it began still runs), it is not idle."""
     import contextlib
     import fcntl
     import socket
@@ -469,7 +472,7 @@ def serve(home: str, served: Callable[[list[bytes]], bytes] | None = None) -> in
             try:
                 os.chmod(path, 0o600)
                 server.listen(16)
-                return _serve(home, server, retire, served)
+                return _serve(home, server, retire, served, busy)
             finally:
                 server.close()
                 retire()
@@ -504,7 +507,11 @@ class _StoreKeptOpen:
 
 
 def _serve(
-    home: str, server: socket.socket, retire: Callable[[], None], served: Callable[[list[bytes]], bytes] | None = None
+    home: str,
+    server: socket.socket,
+    retire: Callable[[], None],
+    served: Callable[[list[bytes]], bytes] | None = None,
+    busy: Callable[[], bool] | None = None,
 ) -> int:
     """Take events until it is time to end; then *retire* the socket (no hook connects any more) and answer
     the hooks already queued NOT_TAKEN, so that each handles its own event instead of losing it."""
@@ -522,7 +529,10 @@ def _serve(
             except TimeoutError:
                 if retiring:
                     return 0  # every hook that connected before the socket went has been answered
-                if time.monotonic() - last > idle or not os.path.isdir(home) or code.changed():
+                # Not idle while a command it began runs: it holds the store open (in a shared store, that
+                # renews this host's lease, so that other hosts see the command's turn running).
+                idled = time.monotonic() - last > idle and not (busy is not None and busy())
+                if idled or not os.path.isdir(home) or code.changed():
                     retire()
                     retiring = True
                     server.settimeout(0.05)
