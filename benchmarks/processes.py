@@ -17,10 +17,15 @@ with identical edits (the tool that goes first alternates):
 - **A whole 10-file turn run by a harness through the CLI**: ``turnback turn
   begin --pid PID``, ``turnback exec -- sh -c EDITS`` (the command appends to
   10 files) and ``turnback turn end``, each a process of the console script,
-  timed together, in a store and copy of their own with no hook and no relay
-  (``exec`` starts the watcher itself, as the relay does). Shadow git: ``sh -c
-  EDITS`` and a checkpoint. Target: at most 0.25× shadow git's time on the
-  50,000-file tree.
+  timed together, in a store and copy of their own with no hook: the first
+  turn, through the full command line, starts the store's hook relay, which
+  serves the harness's verbs after it (``turnback.cli.fast``: the console
+  script hands them over without importing the CLI, and runs the command
+  itself), and starts the project's watcher. Shadow git: ``sh -c EDITS`` and
+  a checkpoint. Target: at most 0.25× shadow git's time on the 50,000-file
+  tree. With ``--before``, the same turn through the full command line
+  (``TURNBACK_HOOK_RELAY=0``, each process doing its own work, as before the
+  relay served it) is timed in the same rounds, on a copy of its own.
 
 Before the timed rounds, untimed: the first Bash pair and the first turn
 (a cold snapshot: git's objects for a clean checkout), a wait until the
@@ -33,6 +38,10 @@ it changed, or the run fails.
 On its own, for quick iterations on a small tree (one command)::
 
     .venv/bin/python benchmarks/processes.py --files 20000 --rounds 10
+
+the exec turn before and after the relay served it, in the same run, on the target's tree::
+
+    .venv/bin/python benchmarks/processes.py --files 50000 --rounds 10 --before
 
 and the Bash pair alone (no exec turns, a third of the time), on the target's tree::
 
@@ -210,8 +219,10 @@ class BashHooks(Processes):
 class ExecTurns(Processes):
     """A harness's side: a session of the CLI, each step a process of the console script."""
 
-    def __init__(self, base: Path, tree: Path, python: str):
+    def __init__(self, base: Path, tree: Path, python: str, *, relayed: bool = True):
         super().__init__(base, tree, python)
+        if not relayed:
+            self.env["TURNBACK_HOOK_RELAY"] = "0"
         self.cli("init")
         self.session = self.cli("session", "new", "--title", "harness")[1].strip()
 
@@ -241,10 +252,12 @@ def measure(
     python: str,
     *,
     exec_turns: bool = True,
+    before: bool = False,
 ) -> dict[str, Any]:
     """Both rows on copies of *master* (the Bash pair's alone without *exec_turns*): each side's samples (ns)
-    and the untimed warm-up figures."""
-    trees = {name: base / f"{name}-tree" for name in ("hooks", "exec", "git") if exec_turns or name != "exec"}
+    and the untimed warm-up figures; *before*: the exec turn through the full command line too."""
+    names = ["hooks", "git", *(["exec"] if exec_turns else []), *(["full"] if exec_turns and before else [])]
+    trees = {name: base / f"{name}-tree" for name in names}
     for tree in trees.values():
         copy(master, tree)
     git = shadow(base / "git.git", trees["git"])
@@ -253,6 +266,7 @@ def measure(
     paths = edit_targets(trees["git"], TURN_FILES)
     hooks = BashHooks(base / "hooks", trees["hooks"], python, hook_command)
     turns = ExecTurns(base / "exec", trees["exec"], python) if exec_turns else None
+    full = ExecTurns(base / "full", trees["full"], python, relayed=False) if "full" in trees else None
     hooks.start()
     warm: dict[str, float] = {}
     warm["bash_first_ms"] = hooks.pair(paths[0], "w") / 1e6  # the cold snapshot; the relay starts the watcher
@@ -262,7 +276,13 @@ def measure(
         warm["exec_first_ms"] = turns.turn(edit_script(paths, "w")) / 1e6
         warm["exec_settle_s"] = turns.settle()
         warm["exec_second_ms"] = turns.turn(edit_script(paths, "w")) / 1e6
+    if full is not None:
+        full.turn(edit_script(paths, "w"))
+        full.settle()
+        full.turn(edit_script(paths, "w"))
     samples: dict[str, list[int]] = {"bash_pair": [], "bash_git": [], "exec_turn": [], "exec_git": []}
+    if full is not None:
+        samples["exec_turn_full"] = []
 
     def git_step(script: str) -> int:
         start = time.perf_counter_ns()
@@ -280,7 +300,9 @@ def measure(
         ]
         if turns is not None:
             steps += [("exec_turn", turns.turn, (script,)), ("exec_git", git_step, (script,))]
-        order = steps if number % 2 == 0 else [steps[1], steps[0], *steps[3:1:-1]]
+        if full is not None:
+            steps.append(("exec_turn_full", full.turn, (script,)))
+        order = steps if number % 2 == 0 else [steps[1], steps[0], *steps[:1:-1]]
         for key, step, step_args in order:
             samples[key].append(step(*step_args))
     bash_changes = hooks.changes_of_every_exec()
@@ -308,6 +330,16 @@ def measure(
     result["exec_ratio"] = statistics.median(
         [tb / g for tb, g in zip(samples["exec_turn"], samples["exec_git"], strict=True)]
     )
+    if full is not None:
+        if full.changes_of_every_exec() != [set(paths)] * (rounds + 2):
+            raise RuntimeError("the full command line's exec calls recorded other files")
+        result["exec_turn_full"] = spread_ms(samples["exec_turn_full"])
+        result["exec_full_ratio"] = statistics.median(
+            [tb / g for tb, g in zip(samples["exec_turn_full"], samples["exec_git"], strict=True)]
+        )
+        result["exec_served_vs_full"] = statistics.median(
+            [tb / f for tb, f in zip(samples["exec_turn"], samples["exec_turn_full"], strict=True)]
+        )
     return result
 
 
@@ -356,6 +388,14 @@ def extra_rows(result: dict[str, Any]) -> list[list[str]]:
     ]
     if "exec_first_ms" not in warm:
         return rows  # --bash-only
+    if "exec_turn_full" in result:
+        rows.append(
+            [
+                "exec turn through the full CLI (TURNBACK_HOOK_RELAY=0, as before the relay served it)",
+                f"{fmt(result['exec_turn_full'])}; {result['exec_full_ratio']:.2f}× shadow git",
+                f"served / full {result['exec_served_vs_full']:.2f}×",
+            ]
+        )
     return [
         *rows,
         [
@@ -425,6 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", metavar="DIR", help="make the temp folder in DIR (default: the system temp dir)")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON to PATH")
     parser.add_argument("--bash-only", action="store_true", help="time the Bash hook pair alone (no exec turns)")
+    parser.add_argument(
+        "--before", action="store_true", help="also time the exec turn through the full CLI (TURNBACK_HOOK_RELAY=0)"
+    )
     args = parser.parse_args(argv)
     python = sys.executable
     with temp_base(args.dir, "turnback-processes-") as base:
@@ -441,6 +484,7 @@ def main(argv: list[str] | None = None) -> int:
             installed_command(python),
             python,
             exec_turns=not args.bash_only,
+            before=args.before,
         )
         load_end = os.getloadavg()
         report(result, info.files, args.rounds, load_start[0], load_end[0], args.json)  # before the (slow) cleanup

@@ -553,8 +553,16 @@ def finish_call(
         now = _with_git_copies(store, project.root, after, touched)
         differences = [TreeChange(c.path, baseline.get(c.path), now.get(c.path)) for c in differences]
     for change in differences:
-        if started_ns is not None and change.after is not None and change.after.ctime_ns < started_ns:
-            continue  # changed while the command waited to start (the user, during a permission prompt)
+        # Changed while the command waited to start (the user, during a permission prompt); but an excluded
+        # folder's ctime is its own, which a change below it leaves as it was: that is kept (not covered, so
+        # never undone).
+        if (
+            started_ns is not None
+            and change.after is not None
+            and change.after.ctime_ns < started_ns
+            and not (change.after.kind == "uncovered" and stat.S_ISDIR(change.after.mode))
+        ):
+            continue
         old, new = _state(change.before), _state(change.after)
         if old == new and change.after is not None and change.after.kind != "uncovered":
             continue

@@ -82,6 +82,10 @@ class Context:
         self.out = out
         self.cwd = os.getcwd()
         self.stdin = stdin or sys.stdin.buffer
+        # Who ran the command, and the session its environment names: the hook relay serving it for a client
+        # process (turnback.cli.fast) puts the client's in place of its own.
+        self.parent_pid = os.getppid()
+        self.env_session = turnback.env_session()
 
     @property
     def home(self) -> str:
@@ -110,7 +114,7 @@ class Context:
         *with_turns* (the verbs that look and take back): the latest session with turns; when newer
         sessions were passed over, a note on stderr names the one picked.
         """
-        ref = getattr(self.args, "session", None) or turnback.env_session()
+        ref = getattr(self.args, "session", None) or self.env_session
         pick = self.engine.pick_session(ref, self.cwd, with_turns=with_turns)
         if pick.passed_over:
             picked = turnback.short_id(pick.session.id)

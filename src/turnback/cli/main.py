@@ -12,7 +12,7 @@ import difflib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import BinaryIO, NoReturn
 
@@ -244,23 +244,36 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
             reconfigure(errors="backslashreplace")
     words = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
-    try:
-        args = _parse(parser, _common.join_text_values(words))
-    except SystemExit as done:
-        if done.code == 2 and _Parser.last_error is not None and "--json" in words[: _end_of_options(words)]:
-            # --json promises one JSON object on stdout, a usage error too (argparse's text stays on stderr)
-            _common.Output(json_mode=True).json(boundary.refusal_data(turnback.UsageError(_Parser.last_error), 2))
-        raise
+    args = parse_words(parser, words)
     if not args.verb:
         parser.print_help()
         return 2
     out = _common.Output(json_mode=getattr(args, "json", False))
     ctx = _common.Context(args, out, argv=words, stdin=stdin)
-    module = COMMANDS[args.verb]
+    return run_verb(ctx, COMMANDS[args.verb].run)
+
+
+def parse_words(parser: argparse.ArgumentParser, words: Sequence[str]) -> argparse.Namespace:
+    """The words after ``turnback`` parsed as the command line takes them (argparse exits 2 on a usage error,
+    then with ``--json`` also prints the error as JSON on stdout)."""
+    try:
+        return _parse(parser, _common.join_text_values(words))
+    except SystemExit as done:
+        if done.code == 2 and _Parser.last_error is not None and "--json" in words[: _end_of_options(words)]:
+            # --json promises one JSON object on stdout, a usage error too (argparse's text stays on stderr)
+            _common.Output(json_mode=True).json(boundary.refusal_data(turnback.UsageError(_Parser.last_error), 2))
+        raise
+
+
+def run_verb(ctx: _common.Context, run: Callable[[_common.Context, argparse.Namespace], int]) -> int:
+    """*run* (a verb's, or a step of one that the hook relay serves: :mod:`turnback.cli.fast`) on *ctx*, inside
+    the error boundary that maps errors to exit codes and messages; then the engine closed and the output
+    flushed. The exit code."""
+    args, out = ctx.args, ctx.out
     try:
         language.set(turnback.pick_language(getattr(args, "lang", None), ctx.home))
-        _check_text_arguments(args, words)
-        code = int(module.run(ctx, args))
+        _check_text_arguments(args, ctx.argv)
+        code = int(run(ctx, args))
     except turnback.TurnbackError as error:
         code = _report(out, error)
     except KeyboardInterrupt:
@@ -287,4 +300,4 @@ def main(argv: Sequence[str] | None = None, *, stdin: BinaryIO | None = None) ->
     return code
 
 
-__all__ = ["COMMANDS", "build_parser", "main"]
+__all__ = ["COMMANDS", "build_parser", "main", "parse_words", "run_verb"]

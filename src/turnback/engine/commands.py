@@ -8,7 +8,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from turnback.capture.calls import CallTarget
 from turnback.catalog import Message
@@ -277,10 +277,7 @@ class Commands:
 
         from turnback.capture import commands
 
-        if not argv:
-            raise UsageError(Message("give_command_to_run"))
-        target = self._engine._tools.target(session_id)
-        workdir = self._engine._paths.workdir(target.project, cwd)
+        target, workdir = self._command_target(session_id, argv, cwd)
         if target.incognito:
             with self._store.transaction():
                 call_id = self._store.create_call(
@@ -305,9 +302,7 @@ class Commands:
                 env=_agent_command_environment(),
             )
         except OSError as exc:
-            not_started = Message("path_system_error", path=argv[0], error=exc.strerror or "")
-            self._failed(call_id, not_started)
-            raise CommandNotStarted(not_started, exc.errno) from exc
+            self.fail_exec(call_id, argv[0], exc.errno, exc.strerror)
         self._set_process(call_id, proc.pid)
         if started is not None:
             started(proc.pid)
@@ -321,6 +316,51 @@ class Commands:
             code = proc.wait()  # the command got the same interrupt; record what it did before it ended
         self._record_end(target.project, call_id, before, exit_code=code)
         return self._command_result(call_id, code)
+
+    def _command_target(self, session_id: SessionId, argv: Sequence[str], cwd: str | None) -> tuple[CallTarget, str]:
+        """Where a command of the session is recorded, and the real folder it runs in."""
+        if not argv:
+            raise UsageError(Message("give_command_to_run"))
+        target = self._engine._tools.target(session_id)
+        return target, self._engine._paths.workdir(target.project, cwd)
+
+    # -- commands another process of turnback's runs: ``turnback exec`` served by the hook relay ----------
+
+    def begin_exec(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        runner_pid: int,
+        cwd: str | None = None,
+        unasked: bool = False,
+    ) -> tuple[CallId, str] | None:
+        """:meth:`run_command` up to the command's start, for a command the process *runner_pid* runs itself and
+        waits for: scan, record the running call (as ``run_command`` records it, that process its watcher); the
+        call and the real folder to run it in. Then :meth:`exec_started`, and :meth:`finish_exec` or
+        :meth:`fail_exec`. None for an incognito session (no scan: :meth:`run_command` runs it)."""
+        target, workdir = self._command_target(session_id, argv, cwd)
+        if target.incognito:
+            return None
+        call_id, _ = self._start(target, argv, workdir, kind="command", unasked=unasked)
+        self._set_watcher(call_id, runner_pid)
+        return call_id, workdir
+
+    def exec_started(self, call_id: CallId, pid: int) -> None:
+        """The command of :meth:`begin_exec` runs as process *pid*."""
+        self._set_process(call_id, pid)
+
+    def finish_exec(self, call_id: CallId, exit_code: int, *, started_at: float | None) -> CommandResult:
+        """The command of :meth:`begin_exec` ended with *exit_code* (negative: the signal that ended it): scan
+        and record what changed since *started_at* (when it really started), as :meth:`run_command` does."""
+        self.finish_command(call_id, exit_code=exit_code, started_at=started_at)
+        return self._command_result(call_id, exit_code)
+
+    def fail_exec(self, call_id: CallId, program: str, error_number: int | None, why: str | None) -> NoReturn:
+        """The command of *call_id* could not be started (``OSError`` *error_number*, *why*): recorded as failed."""
+        not_started = Message("path_system_error", path=program, error=why or "")
+        self._failed(call_id, not_started)
+        raise CommandNotStarted(not_started, error_number)
 
     def watch_command(self, call_id: CallId) -> None:
         """The watcher's part (in its own detached process): wait for a command past its timeout, record its changes."""

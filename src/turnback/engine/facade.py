@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, NoReturn
 
 from turnback.capture.calls import TextEdit
 from turnback.catalog import Message
@@ -181,6 +181,26 @@ class _CommandVerbs:
             process_group=process_group,
             started=started,
         )
+
+    def begin_exec(
+        self,
+        session_id: SessionId,
+        argv: Sequence[str],
+        *,
+        runner_pid: int,
+        cwd: str | None = None,
+        unasked: bool = False,
+    ) -> tuple[CallId, str] | None:
+        return self._commands.begin_exec(session_id, argv, runner_pid=runner_pid, cwd=cwd, unasked=unasked)
+
+    def exec_started(self, call_id: CallId, pid: int) -> None:
+        self._commands.exec_started(call_id, pid)
+
+    def finish_exec(self, call_id: CallId, exit_code: int, *, started_at: float | None) -> CommandResult:
+        return self._commands.finish_exec(call_id, exit_code, started_at=started_at)
+
+    def fail_exec(self, call_id: CallId, program: str, error_number: int | None, why: str | None) -> NoReturn:
+        self._commands.fail_exec(call_id, program, error_number, why)
 
     def watch_command(self, call_id: CallId) -> None:
         self._commands.watch_command(call_id)

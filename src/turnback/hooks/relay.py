@@ -28,6 +28,11 @@ would (:func:`turnback.hooks.claude.handle`), and replies what to print.
   event at a time, and ends when it has had none for
   ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
   gone, or when turnback's code changed on disk (an upgrade).
+- A harness's ``turn begin``, ``exec`` and ``turn end`` come here too
+  (:func:`cli_request`): the relay's process is :mod:`turnback.cli.fast`'s,
+  which serves them with the command line's own code. A CLI process whose
+  environment differs (:func:`cli_env`) is told NOT_TAKEN, and runs the
+  full command line.
 - A relay that fails once it took an event is not asked again for it: the
   hook says so on stderr and exits 0, as for any trouble of turnback's. The
   whole exchange ends within ``REPLY_TIMEOUT_S``, under the ``timeout`` that
@@ -67,6 +72,12 @@ CALLER_FIELDS = 6  # the harness, parent pid, cwd, CLAUDE_PROJECT_DIR, the hook'
 TAKEN = b"T"
 NOT_TAKEN = b"F"
 OLD_NOT_TAKEN = b'{"taken": false}'  # what an older hook, which sends JSON, understands as "do it yourself"
+# A request of the command line's (turnback.cli.fast serves a harness's ``turn begin``/``exec``/``turn end``):
+# this tag, :func:`cli_env`, then the fields cli.fast reads, each ended by a NUL. The reply: TAKEN, then
+# ``STATUS LENGTH`` (STATUS an exit code, or a step's own answer), a newline, stdout's bytes and stderr's.
+CLI_REQUEST_TAG = b"turnback-cli-request 1"
+CLI_REPLY_TIMEOUT_S = 3600.0  # the scan before a command on a big cold tree takes what it takes, as in the CLI
+NO_COLOR = "NO_COLOR"  # the CLI's output is coloured unless it is set (https://no-color.org)
 HANDLED_EVENTS = (
     "SessionStart",
     "UserPromptSubmit",
@@ -257,27 +268,34 @@ def _request(raw: bytes, harness: str) -> bytes:
     return b"\0".join([REQUEST_TAG, *caller, *_store_env(), raw])
 
 
-def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes | None:
-    """What to print (stdout, stderr) when the relay took the event; None when it may have taken it and gave no
-    answer (it must not be handled again); else the first byte of its answer: NOT_TAKEN, or none (an older
-    relay, which reads no such request, or one that failed before taking it)."""
-    deadline = time.monotonic() + REPLY_TIMEOUT_S
+def _exchange(sock: _socket.socket, request: bytes, timeout: float) -> tuple[bytes, bool]:
+    """Send *request* and read the reply, the whole exchange within *timeout*; what came back, and whether it
+    came whole (False: the connection broke or the time ran out). The socket is closed."""
+    deadline = time.monotonic() + timeout
+    parts: list[bytes] = []
     try:
-        sock.settimeout(REPLY_TIMEOUT_S)
+        sock.settimeout(timeout)
         sock.sendall(request)
         sock.shutdown(_socket.SHUT_WR)
-        parts = []
         while True:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))  # a bound on the whole reply, not each part
             chunk = sock.recv(1 << 16)
             if not chunk:
-                break
+                return b"".join(parts), True
             parts.append(chunk)
     except OSError:
-        return None
+        return b"".join(parts), False
     finally:
         sock.close()
-    reply = b"".join(parts)
+
+
+def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes | None:
+    """What to print (stdout, stderr) when the relay took the event; None when it may have taken it and gave no
+    answer (it must not be handled again); else the first byte of its answer: NOT_TAKEN, or none (an older
+    relay, which reads no such request, or one that failed before taking it)."""
+    reply, whole = _exchange(sock, request, REPLY_TIMEOUT_S)
+    if not whole:
+        return None
     if not reply.startswith(TAKEN):
         return reply[:1]
     size, newline, texts = reply[len(TAKEN) :].partition(b"\n")
@@ -286,12 +304,17 @@ def _ask(sock: _socket.socket, request: bytes) -> tuple[str, str] | bytes | None
     return texts[: int(size)].decode("utf-8", "surrogatepass"), texts[int(size) :].decode("utf-8", "surrogatepass")
 
 
-def _start_relay(home: str) -> None:
+def start_relay(home: str) -> None:
+    """Start the relay of the store in *home*, detached (it ends at once when one already serves it).
+
+    The process is :mod:`turnback.cli.fast`'s, which serves the command line's requests beside hook events
+    (a module above this one, named here, not imported: the relay is started as turnback starts its helpers).
+    """
     import subprocess
 
     try:
         subprocess.Popen(
-            [sys.executable, "-m", "turnback.hooks.relay", "serve", home],
+            [sys.executable, "-m", "turnback.cli.fast", "serve", home],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -340,10 +363,43 @@ def _hook(harness: str) -> int:
 
     out, err = _handler(harness)(event, Caller.this_process(), home)
     if relayed and reply != NOT_TAKEN and os.path.isdir(home):
-        _start_relay(home)  # none answered: one for the next event
+        start_relay(home)  # none answered: one for the next event
     sys.stdout.write(out)
     sys.stderr.write(err)
     return 0
+
+
+# -- the command line's side (turnback.cli.fast) --------------------------------------------------
+
+
+def cli_env() -> list[bytes]:
+    """What of the environment the relay must share with a CLI process to serve it: :func:`_store_env`, and
+    whether colour is off."""
+    return [*_store_env(), b"" if (value := os.environb.get(os.fsencode(NO_COLOR))) is None else b"=" + value]
+
+
+def cli_request(fields: list[bytes]) -> bytes:
+    """What a CLI process sends the relay: CLI_REQUEST_TAG, :func:`cli_env`, then *fields*."""
+    return b"\0".join([CLI_REQUEST_TAG, *cli_env(), *fields])
+
+
+def ask_cli(sock: _socket.socket, request: bytes) -> tuple[bytes, bytes, bytes] | bytes:
+    """The relay's answer to a CLI *request*: (status, stdout, stderr); else TAKEN when it took the request
+    and ended before answering, or the first byte of what it said (NOT_TAKEN; none from an older relay, or
+    one that failed before taking it)."""
+    reply, whole = _exchange(sock, request, CLI_REPLY_TIMEOUT_S)
+    if not reply.startswith(TAKEN):
+        return reply[:1]
+    head, newline, texts = reply[len(TAKEN) :].partition(b"\n")
+    status, _, size = head.partition(b" ")
+    if not whole or not newline or not size.isdigit() or int(size) > len(texts):
+        return TAKEN
+    return status, texts[: int(size)], texts[int(size) :]
+
+
+def cli_reply(status: bytes, out: bytes, err: bytes) -> bytes:
+    """What the relay sends a CLI process after TAKEN (see :func:`ask_cli`)."""
+    return b"%s %d\n" % (status, len(out)) + out + err
 
 
 # -- the relay's side --------------------------------------------------------------------------
@@ -369,8 +425,12 @@ class _CodeWatch:
         return False
 
 
-def serve(home: str) -> int:
-    """Serve hook events for the store in *home* until idle, the store gone, or the code changed."""
+def serve(
+    home: str, served: Callable[[list[bytes]], bytes] | None = None, busy: Callable[[], bool] | None = None
+) -> int:
+    """Serve hook events for the store in *home* until idle, the store gone, or the code changed; and the
+    command line's requests with *served* (their fields -> :func:`cli_reply`), when given. While *busy* says
+    so (a command it began still runs), it is not idle."""
     import contextlib
     import fcntl
     import socket
@@ -412,7 +472,7 @@ def serve(home: str) -> int:
             try:
                 os.chmod(path, 0o600)
                 server.listen(16)
-                return _serve(home, server, retire)
+                return _serve(home, server, retire, served, busy)
             finally:
                 server.close()
                 retire()
@@ -446,13 +506,20 @@ class _StoreKeptOpen:
             self.engine.close()
 
 
-def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
+def _serve(
+    home: str,
+    server: socket.socket,
+    retire: Callable[[], None],
+    served: Callable[[list[bytes]], bytes] | None = None,
+    busy: Callable[[], bool] | None = None,
+) -> int:
     """Take events until it is time to end; then *retire* the socket (no hook connects any more) and answer
     the hooks already queued NOT_TAKEN, so that each handles its own event instead of losing it."""
     server.settimeout(1.0)
     idle = float(os.environ.get(ENV_IDLE) or IDLE_S)
     code = _CodeWatch()
     mine = _store_env()
+    mine_cli = cli_env()
     last = time.monotonic()
     retiring = False
     try:
@@ -462,7 +529,10 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
             except TimeoutError:
                 if retiring:
                     return 0  # every hook that connected before the socket went has been answered
-                if time.monotonic() - last > idle or not os.path.isdir(home) or code.changed():
+                # Not idle while a command it began runs: it holds the store open (in a shared store, that
+                # renews this host's lease, so that other hosts see the command's turn running).
+                idled = time.monotonic() - last > idle and not (busy is not None and busy())
+                if idled or not os.path.isdir(home) or code.changed():
                     retire()
                     retiring = True
                     server.settimeout(0.05)
@@ -473,7 +543,7 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
                 try:
                     conn.settimeout(READ_TIMEOUT_S)
                     if _same_user(conn):
-                        _answer(conn, home, mine, stale=stale)
+                        _answer(conn, home, mine, stale=stale, cli=(mine_cli, served))
                 except (OSError, ValueError):
                     pass  # that hook hears nothing it can use: it says so, or handles the event itself
             if stale and not retiring:
@@ -484,12 +554,29 @@ def _serve(home: str, server: socket.socket, retire: Callable[[], None]) -> int:
         server.close()
 
 
-def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -> None:
+def _answer(
+    conn: socket.socket,
+    home: str,
+    mine: list[bytes],
+    *,
+    stale: bool,
+    cli: tuple[list[bytes], Callable[[list[bytes]], bytes] | None] = ([], None),
+) -> None:
     """Read one hook's request (:func:`_request`) and handle its event, or tell it to (NOT_TAKEN): when this
-    relay is *stale* or the hook's environment is not *mine*."""
+    relay is *stale* or the hook's environment is not *mine*. A CLI process's request (:func:`cli_request`)
+    goes to *cli*'s server, when the process's environment is *cli*'s."""
     from turnback.hooks.events import Caller
 
     request = _read_all(conn)
+    if request.startswith(CLI_REQUEST_TAG + b"\0"):
+        env, served = cli
+        _tag, *fields = request.split(b"\0")
+        if stale or served is None or fields[: len(env)] != env:
+            conn.sendall(NOT_TAKEN)
+            return
+        conn.sendall(TAKEN)  # from here on the CLI process counts the request as handed over
+        conn.sendall(served(fields[len(env) :]))
+        return
     if not request.startswith(REQUEST_TAG + b"\0"):
         conn.sendall(OLD_NOT_TAKEN)  # an older hook's JSON
         return
@@ -511,9 +598,3 @@ def _answer(conn: socket.socket, home: str, mine: list[bytes], *, stale: bool) -
     out, err = _handler(name)(event, caller, home) if event is not None and wanted(event, name) else ("", why)
     stdout = out.encode("utf-8", "surrogatepass")
     conn.sendall(b"%d\n" % len(stdout) + stdout + err.encode("utf-8", "surrogatepass"))
-
-
-if __name__ == "__main__":
-    if sys.argv[1:2] == ["serve"] and len(sys.argv) == 3:
-        sys.exit(serve(sys.argv[2]))
-    sys.exit(2)

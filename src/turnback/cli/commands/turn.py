@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 
 from turnback import short_id
 from turnback.catalog import say, word
@@ -31,7 +30,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     session = ctx.session()
     if args.turn_verb == "begin":
-        holder = args.pid if args.pid is not None else os.getppid()
+        holder = args.pid if args.pid is not None else ctx.parent_pid
         turn = ctx.engine.begin_turn(session.id, args.message, holder_pid=holder)
         ctx.out.line(say("turn_begun", number=turn.number, turn=short_id(turn.id)))
         ctx.out.json({"turn": {"id": turn.id, "number": turn.number, "parent": turn.parent}})
