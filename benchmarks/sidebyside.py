@@ -76,12 +76,14 @@ What is timed, per round (the tool that goes first alternates between rounds):
    recorded as git objects, not read); git: a checkpoint. Then, untimed and
    before anything else is timed (before git's checkpoint too when turnback
    goes first), the script waits until turnback's background copy of those
-   git objects has finished: it polls the project's stat cache
-   (``store.latest_snapshot`` + ``turnback.capture.scan.load_snapshot``)
-   until no entry has a ``git_oid`` left, and then until the helper process
-   has exited (its last write is visible a little before it ends; found in
-   ``/proc`` as a child of this process running ``_adopt``). It gives up, and
-   fails, when the count stops going down for 2 minutes or after 15 minutes.
+   git objects has finished, as a user's next command meets it: until the
+   helper process (``turnback _adopt``, found in ``/proc`` as a child of this
+   process) has exited, then it checks the stat cache once
+   (``store.latest_snapshot`` + ``turnback.capture.scan.load_snapshot``): no
+   entry may have a ``git_oid`` left. It does not decode the caches the copy
+   saves meanwhile (that would count in turnback's peak memory, and no
+   turnback command does it); it gives up, and fails, when the helper saves
+   no new cache for 2 minutes, or after 15 minutes.
    The wait, from the end of turnback's scan, is shown as the extra figure
    ``adopt``; it is not on the agent's path. With ``--plain`` there is
    nothing to wait for.
@@ -161,7 +163,9 @@ every 5 ms, the subprocess's resident size plus its forked processes' own
 pages (``Private_Clean`` + ``Private_Dirty``), and turnback's figure is the
 larger of that sum and the subprocess's peak. It waits for turnback's
 background copy of git objects after the cold scan, as a round does; that copy
-runs in its own process, so the figure does not include it.
+is turnback's process too (``turnback _adopt``, a child of the subprocess): its
+peak (``VmHWM``, sampled every 5 ms while it runs) is shown on its own, and
+turnback's figure is the largest of the three.
 
 Checks besides the undo manifests: turnback's snapshot lists every path,
 git tracks every file, each recorded change (a command's changes, a
@@ -800,8 +804,7 @@ class TurnbackSide:
 
     def git_objects_pending(self) -> int:
         """How many entries of the project's stat cache still stand on a git object not copied into the store."""
-        # Its data read only when this process does not hold it decoded: polled every 20 ms, the sealed cache of
-        # 120k entries read and opened each time would count in the peak-memory figure as turnback's own.
+        # Its data read only when this process does not hold it decoded (the scan's own cache, right after it).
         cached = self.engine.store.latest_snapshot(self.project.id, data=False)
         if cached is None:
             return 0
@@ -810,27 +813,43 @@ class TurnbackSide:
             raise RuntimeError("the project's stat cache has a format this script's turnback does not read")
         return sum(1 for entry in loaded.snapshot.values() if entry.git_oid)
 
+    def cache_id(self) -> str | None:
+        """The id of the project's newest stat cache (its data not read)."""
+        cached = self.engine.store.latest_snapshot(self.project.id, data=False)
+        return None if cached is None else cached.id
+
     def wait_adopted(self) -> tuple[float, int]:
         """Wait until turnback's background copy of git objects has finished; (seconds waited, entries at first).
 
-        Finished: no entry of the stat cache stands on a git object, and the helper process has exited (its last
-        write is visible before it ends: SQLite may still be checkpointing its log). Fails after ADOPT_TIMEOUT_S,
-        or when the count has not gone down (or the helper not ended) for ADOPT_STALL_S.
+        It waits the way a user's next command meets the copy: until the helper process (``turnback _adopt``, a
+        child of this one, found in ``/proc``) has ended, and then checks the stat cache ONCE: no entry may still
+        stand on a git object. It does not poll the cache's entries: the copy saves a full cache every 5,000
+        files, and decoding each (120k entries) while holding its own would count in this process's peak as
+        turnback's memory, though no turnback command ever does that. Progress, while the helper runs, is a new
+        cache saved (its id, read without its data): it fails when none was saved for ADOPT_STALL_S (the helper
+        hangs), after ADOPT_TIMEOUT_S in all, or when the helper has ended and entries still stand on git
+        objects (it died, or left them).
         """
         start = last_progress = time.perf_counter()
-        first = pending = self.git_objects_pending()
-        while pending or adopt_helpers(self.project.id):
+        first = self.git_objects_pending()  # the scan's own cache: held decoded by this process, not read again
+        seen = self.cache_id()
+        while helpers := adopt_helpers(self.project.id):
             time.sleep(ADOPT_POLL_S)
             now = time.perf_counter()
-            left = self.git_objects_pending() if pending else 0
-            if left < pending:
-                pending, last_progress = left, now
-            elif now - last_progress > ADOPT_STALL_S or now - start > ADOPT_TIMEOUT_S:
+            newest = self.cache_id()
+            if newest != seen:
+                seen, last_progress = newest, now
+            if now - last_progress > ADOPT_STALL_S or now - start > ADOPT_TIMEOUT_S:
                 raise RuntimeError(
-                    f"turnback's background copy of git objects has not finished after {now - start:.0f} s: "
-                    f"{pending} of {first} files still stand on git objects"
-                    + ("" if pending else f"; its process still runs ({adopt_helpers(self.project.id)})")
+                    f"turnback's background copy of git objects has not finished after {now - start:.0f} s "
+                    f"(no stat cache saved for {now - last_progress:.0f} s); its process still runs ({helpers})"
                 )
+        left = self.git_objects_pending() if first else 0
+        if left:
+            raise RuntimeError(
+                f"turnback's background copy of git objects ended with {left} of {first} files still standing "
+                "on git objects"
+            )
         return time.perf_counter() - start, first
 
     def watch_start(self) -> int:
@@ -1507,6 +1526,21 @@ def proc_fields(path: str, names: tuple[str, ...]) -> dict[str, int] | None:
     return found
 
 
+def adopt_peak(pid: int) -> int:
+    """The largest peak (``VmHWM``) of the live ``turnback _adopt`` children of *pid* (the background copy of git
+    objects); 0 when none runs. Sampled while it runs: what it reaches in its last few ms can be missed."""
+    peak = 0
+    try:
+        kids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return peak
+    for kid in kids:
+        with contextlib.suppress(OSError):
+            if b"_adopt" in Path(f"/proc/{kid}/cmdline").read_bytes().split(b"\0"):
+                peak = max(peak, (proc_fields(f"/proc/{kid}/status", ("VmHWM",)) or {}).get("VmHWM", 0))
+    return peak
+
+
 def split_sample(pid: int) -> tuple[int, int] | None:
     """The resident size of the process *pid* now, and the pages its forked scan processes hold of their own
     (not shared with it); ``None`` once it has gone."""
@@ -1524,11 +1558,22 @@ def split_sample(pid: int) -> tuple[int, int] | None:
     return (proc_fields(f"/proc/{pid}/status", ("VmRSS",)) or {}).get("VmRSS", 0), forked
 
 
+def adopt_words(mem: dict[str, Any]) -> str:
+    """How the peak figure counts the background copy of git objects (figures from before it was counted: not)."""
+    if "adopt_bytes" not in mem:
+        return "; its background copy of git objects, a process of its own waited for after the cold scan, not counted"
+    return (
+        "; and its background copy of git objects, a process of its own waited for after the cold scan, "
+        f"{fmt_bytes(mem['adopt_bytes'])} at most: the figure is the largest of the three"
+    )
+
+
 def sample_split_scans(proc: subprocess.Popen[bytes]) -> dict[str, int]:
     """Until *proc* ends, every SPLIT_SAMPLE_S: its resident size plus the pages of its forked scan processes
     (a full scan of a large tree is split over processes, scan.find_changes) that are their own, not shared
-    with it; the largest sum seen, and the most the forked ones held at once."""
-    with_split = split_own = 0
+    with it; the largest sum seen, the most the forked ones held at once, and the peak of its background copy
+    of git objects (``adopt_peak``)."""
+    with_split = split_own = adopt = 0
     while proc.poll() is None:
         sampled = split_sample(proc.pid)
         if sampled is None:
@@ -1536,9 +1581,10 @@ def sample_split_scans(proc: subprocess.Popen[bytes]) -> dict[str, int]:
         resident, forked = sampled
         if forked:
             with_split, split_own = max(with_split, resident + forked), max(split_own, forked)
+        adopt = max(adopt, adopt_peak(proc.pid))
         time.sleep(SPLIT_SAMPLE_S)
     proc.wait()
-    return {"with_split_bytes": with_split, "split_own_bytes": split_own}
+    return {"with_split_bytes": with_split, "split_own_bytes": split_own, "adopt_bytes": adopt}
 
 
 def measure_peak(master: Path, info: TreeInfo, base: Path, text: TextSource, seed: int) -> dict[str, Any]:
@@ -1571,7 +1617,7 @@ def measure_peak(master: Path, info: TreeInfo, base: Path, text: TextSource, see
                 raise RuntimeError(f"the peak-memory subprocess failed: {err.read().decode()[-2000:]}")
             figures: dict[str, Any] = json.loads(out.read())
         figures.update(split)
-        figures["turnback_bytes"] = max(figures["own_bytes"], split["with_split_bytes"])
+        figures["turnback_bytes"] = max(figures["own_bytes"], split["with_split_bytes"], split["adopt_bytes"])
         return figures
     finally:
         shutil.rmtree(where)
@@ -2190,7 +2236,7 @@ def render_text(env: dict[str, Any], results: list[dict[str, Any]], targets: lis
             f"  peak memory: turnback {fmt_bytes(mem['turnback_bytes'])} (Python and imports alone "
             f"{fmt_bytes(mem['baseline_bytes'])}; forked scan processes' own pages at most "
             f"{fmt_bytes(mem['split_own_bytes'])}"
-            f"{'; its background copy of git objects not included' if result['tree']['git_checkout'] else ''}), "
+            f"{adopt_words(mem) if result['tree']['git_checkout'] else ''}), "
             f"largest git process {fmt_bytes(mem['git_bytes'])} (the measurement's floor: "
             f"{fmt_bytes(mem['git_floor_bytes'])})",
         ]
@@ -2259,11 +2305,7 @@ def render_markdown(env: dict[str, Any], results: list[dict[str, Any]], targets:
         lines += ["", lost_folders_line(result)]
         watcher = watcher_line(result)
         lines += ["", watcher] if watcher else []
-        background = (
-            "; its background copy of git objects, a process of its own waited for after the cold scan, is not included"
-            if result["tree"]["git_checkout"]
-            else ""
-        )
+        background = adopt_words(mem) if result["tree"]["git_checkout"] else ""
         lines += [
             "",
             f"Peak memory: turnback {fmt_bytes(mem['turnback_bytes'])} (its process, {fmt_bytes(mem['own_bytes'])} "

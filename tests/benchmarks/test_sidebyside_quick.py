@@ -43,3 +43,8 @@ def test_the_quick_side_by_side_run_measures_every_row_and_checks_every_undo(tmp
     saved = json.loads(figures.read_text())
     assert saved["schema"] == 1
     assert {row["verdict"] for row in saved["targets"]} <= {"met (provisional)", "MISSED (provisional)"}
+    [result] = saved["results"]
+    memory = result["memory"]  # a git checkout: turnback's background copy of git objects counts in its peak
+    assert result["tree"]["git_checkout"] and memory["adopt_bytes"] > 0
+    assert memory["turnback_bytes"] == max(memory["own_bytes"], memory["with_split_bytes"], memory["adopt_bytes"])
+    assert "its background copy of git objects, a process of its own waited for after the cold scan, " in out

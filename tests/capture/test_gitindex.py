@@ -18,7 +18,7 @@ import pytest
 import turnback
 from tests.conftest import Result, tree_state
 from turnback.capture import commands, gitindex
-from turnback.capture.scan import ScanRules, encode_snapshot, load_snapshot, scan_tree
+from turnback.capture.scan import ScanRules, decode_snapshot, encode_snapshot, encoding, load_snapshot, scan_tree
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Author",
@@ -162,6 +162,74 @@ def test_the_objects_are_copied_into_the_store_afterwards(engine, project: Path)
         assert engine.load(files[path].blob) == (project / path).read_bytes(), path
     assert os.path.getsize(os.path.join(engine.store.home, "turnback.db-wal")) == 0  # the copies are in the database
     assert engine.adopt_git_objects(project_id) == 0
+
+
+def _decoded_fresh(engine: turnback.Engine, snapshot_id: str) -> dict[str, object]:
+    """The saved cache *snapshot_id* decoded from its stored bytes (not what this process holds decoded)."""
+    decoded = decode_snapshot(engine.store.snapshot(snapshot_id) or b"")
+    assert decoded is not None
+    return dict(decoded)
+
+
+def test_the_copy_decodes_the_cache_once_over_many_rounds(  # type: ignore[no-untyped-def]
+    engine, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each round starts from the cache the last one saved, as it holds it: the stored cache is decoded once
+    (two decoded caches at once were most of the copy's peak memory), and what it holds is what was saved."""
+    objects = checkout(project)
+    project_id = _first_cache(engine, project)
+    encoding._LOADED.clear()  # as in the helper's process: nothing decoded yet
+    decoded: list[int] = []
+    real_decode = encoding.decode_snapshot
+    monkeypatch.setattr(encoding, "decode_snapshot", lambda data: decoded.append(1) or real_decode(data))
+    monkeypatch.setattr(commands, "ADOPT_ROUND_FILES", 2)
+    assert len(objects) > 4  # several rounds
+    assert engine.adopt_git_objects(project_id) == len(objects)
+    assert len(decoded) == 1
+    cached = engine.store.latest_snapshot(project_id, data=False)
+    held = load_snapshot(engine.store, cached.id)
+    assert dict(held.snapshot) == _decoded_fresh(engine, cached.id)
+    files = {path: entry for path, entry in held.snapshot.items() if entry.kind == "file"}
+    assert not any(entry.git_oid for entry in files.values())
+    for path in objects:
+        assert engine.load(files[path].blob) == (project / path).read_bytes(), path
+
+
+def test_a_scan_saved_between_rounds_keeps_what_it_saw(  # type: ignore[no-untyped-def]
+    engine, project: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scan that saves a cache while the copy runs (a command's scan) decides what a file it saw changed holds;
+    the copy's next round starts from that cache, and adopts the rest."""
+    objects = checkout(project)
+    project_id = _first_cache(engine, project)
+    registered = engine.store.project(project_id)
+    monkeypatch.setattr(commands, "ADOPT_ROUND_FILES", 2)
+    monkeypatch.setattr(commands, "spawn_helper", lambda *args, **kwargs: None)  # this test runs the copy itself
+    first = engine.store.latest_snapshot(project_id, data=False)
+    on_git = [path for path, entry in _decoded_fresh(engine, first.id).items() if entry.git_oid]
+    assert len(on_git) > 4
+    changed = on_git[-1]  # not in the first round: the scan sees it first
+    real_copy = commands.copy_git_objects
+    rounds: list[int] = []
+
+    def copy_then_scan(*args, **kwargs):  # type: ignore[no-untyped-def]
+        copied = real_copy(*args, **kwargs)
+        if not rounds:
+            (project / changed).write_bytes(b"changed while the copy ran\n")
+            commands.scan_project(engine.store, registered, RULES)
+        rounds.append(len(copied))
+        return copied
+
+    monkeypatch.setattr(commands, "copy_git_objects", copy_then_scan)
+    assert engine.adopt_git_objects(project_id) == len(objects) - 1  # the changed file was read by the scan
+    assert len(rounds) > 2
+    cached = engine.store.latest_snapshot(project_id, data=False)
+    held = load_snapshot(engine.store, cached.id).snapshot
+    assert dict(held) == _decoded_fresh(engine, cached.id)
+    assert engine.load(held[changed].blob) == b"changed while the copy ran\n"
+    for path in objects:
+        assert not held[path].git_oid, path
+        assert engine.load(held[path].blob) == (project / path).read_bytes(), path
 
 
 def test_an_object_git_removed_leaves_the_file_uncovered_and_says_why(engine, project: Path) -> None:  # type: ignore[no-untyped-def]

@@ -62,6 +62,7 @@ from turnback.capture.scan import (
     rescan_tree,
     scan_tree,
     stored_snapshot,
+    trim_heap,
 )
 from turnback.catalog import Message
 from turnback.errors import StoreError
@@ -320,42 +321,56 @@ def adopt_git_objects(store: StoreBackend, project: Project) -> int:
 
     Rounds of ``ADOPT_ROUND_FILES``; each round's copies go into the newest cache in one
     write, so a scan that saved a cache meanwhile loses nothing (and a later round adopts it).
+
+    The cache is decoded once: each round's result is kept decoded (``remember_snapshot``) as the cache the
+    next round starts from, unless a scan saved another meanwhile. A round holds the cache it started from
+    and the one it saves (they share every entry but the round's), never two decoded ones at once.
     """
     adopted = 0
     while True:
-        cached = store.latest_snapshot(project.id)
-        loaded = load_snapshot(store, cached.id, cached.data) if cached else None
-        snapshot = loaded.snapshot if loaded else None
-        if not snapshot:
+        cached = store.latest_snapshot(project.id, data=False)
+        loaded = load_snapshot(store, cached.id) if cached else None  # read and decoded on a miss only
+        if loaded is None:
             return adopted
-        pending = [(path, entry.git_oid) for path, entry in snapshot.items() if entry.git_oid][:ADOPT_ROUND_FILES]
+        on_git = ((path, entry.git_oid) for path, entry in loaded.snapshot.items() if entry.git_oid)
+        pending = list(itertools.islice(on_git, ADOPT_ROUND_FILES))
+        del loaded, on_git
         if not pending:
             return adopted
         copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid), teach=True)
+        trim_heap()  # the copies' buffers, before the cache is encoded
         with store.transaction():
-            newest = store.latest_snapshot(project.id)
-            loaded = load_snapshot(store, newest.id, newest.data) if newest else None
-            if loaded is None:
+            newest = store.latest_snapshot(project.id, data=False)
+            loaded = load_snapshot(store, newest.id) if newest else None
+            if newest is None or loaded is None:
                 return adopted
-            current = dict(loaded.snapshot)
+            changes: dict[str, Entry] = {}
             for path, oid in pending:
-                entry = current.get(path)
+                entry = loaded.snapshot.get(path)
                 if entry is None or entry.git_oid != oid:
                     continue  # rescanned since: the scan decided what it holds
                 blob = copied.get(oid or "")
-                current[path] = (
+                changes[path] = (
                     entry._replace(blob=blob, target=None)
                     if blob is not None
                     else entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
                 )
-                adopted += 1
-            store.save_snapshot(
+            current = loaded.snapshot.flat()
+            current = dict(current) if current is loaded.snapshot.full.entries else current  # (never changed)
+            del loaded
+            current.update(changes)
+            adopted += len(changes)
+            del changes, copied, pending
+            snapshot_id = store.save_snapshot(
                 project.id,
                 encode_snapshot(current),
                 len(current),
-                watch_token=newest.watch_token if newest else None,
+                watch_token=newest.watch_token,
                 content_bytes=content_bytes(current),
             )
+        remember_snapshot(store, stored_snapshot(snapshot_id, current))  # the next round's start: not decoded again
+        del current
+        trim_heap()  # what the round freed (the cache it started from, the encoded one)
 
 
 def named_paths(argv: Sequence[str], cwd: str) -> list[str]:

@@ -27,6 +27,7 @@ from turnback.capture.scan.encoding import (
     stored_snapshot,
 )
 from turnback.capture.scan.entries import Entry, EntryKind, ScanResult, ScanRules, Snapshot
+from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.layers import Layered, flat
 from turnback.capture.scan.rescan import rescan_tree
 from turnback.capture.scan.split import SPLIT_MAX_PROCESSES, find_changes, scan_processes
@@ -63,4 +64,5 @@ __all__ = [
     "scan_tree",
     "stored_entries",
     "stored_snapshot",
+    "trim_heap",
 ]

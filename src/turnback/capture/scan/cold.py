@@ -202,10 +202,15 @@ def scan_cold(
                 writer.commit()
                 return None
             queue = queued
-            worker = _SealingScanner(store.blobs, scanner.snapshot, rules, now_ns, root, git_index)
+
+            def work(out: BinaryIO) -> None:
+                # Made in each worker, never here: its put is its own method, a cycle that would keep the whole
+                # snapshot it starts from (about 95 MB at 120k entries) alive after the scan until a collection.
+                _SealingScanner(store.blobs, scanner.snapshot, rules, now_ns, root, git_index).work(queue, units, out)
+
             for _ in range(processes):
                 try:
-                    fork_worker(lambda out: worker.work(queue, units, out), children)
+                    fork_worker(work, children)
                 except OSError:  # no more processes now: the ones there are take it all
                     break
             if not children:
