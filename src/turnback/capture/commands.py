@@ -356,7 +356,9 @@ def adopt_git_objects(store: StoreBackend, project: Project) -> int:
                     else entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
                 )
             current = loaded.snapshot.flat()
-            current = dict(current) if current is loaded.snapshot.full.entries else current  # (never changed)
+            # A layered cache's flat view is a new dict; a cache of one layer gives its own entries, which the
+            # decoded cache other readers hold shares: copied before the round's changes go in.
+            current = dict(current) if current is loaded.snapshot.full.entries else current
             del loaded
             current.update(changes)
             adopted += len(changes)
