@@ -129,12 +129,14 @@ What is timed, per round (the tool that goes first alternates between rounds):
    the tree, timed next to the no-change scan.
 10. a plain folder's first snapshot (once per round, after the rounds, in a
    git checkout too): a fresh copy of the tree without ``.git``, which both
-   tools read (neither writes the tree; their stores are beside it); turnback's
-   first scan (fresh store: every file read, hashed, compressed, sealed and
-   stored) against a shadow git's cold checkpoint, in the rounds' order, then
-   the floor on the same copy: every file read once, keyed-BLAKE2b-hashed and
-   zstd-compressed (level 3) by one forked process per CPU taking files from a
-   shared queue, nothing stored (its file list made before the clock starts).
+   tools read (neither writes the tree; their stores are beside it), written
+   out (``sync``) before the clock starts, as each tool's writes are before
+   the other's run and the floor's; turnback's first scan (fresh store:
+   every file read, hashed, compressed, sealed and stored) against a shadow
+   git's cold checkpoint, in the rounds' order, then the floor on the same
+   copy: every file read once, keyed-BLAKE2b-hashed and zstd-compressed
+   (level 3) by one forked process per CPU taking files from a shared queue,
+   nothing stored (its file list made before the clock starts).
    The ratios are per round, then the median: git's time over turnback's
    (target ≥5×) and turnback's over the floor's (target ≤2×).
 11. undo of 1,000 files (after the rounds, one per round, in fresh copies and a
@@ -920,22 +922,34 @@ def timed(action: Callable[[], T]) -> tuple[float, T]:
 
 
 def pair(
-    tb_first: bool, tb: Callable[[], object], git: Callable[[], object], *, tb_then: Callable[[], object] | None = None
+    tb_first: bool,
+    tb: Callable[[], object],
+    git: Callable[[], object],
+    *,
+    tb_then: Callable[[], object] | None = None,
+    settle: Callable[[], object] | None = None,
 ) -> tuple[float, float]:
     """Time both, in the round's order; returns (turnback seconds, git seconds).
 
-    *tb_then* runs right after turnback's action, untimed (before git's when turnback goes first).
+    *tb_then* runs right after turnback's action, untimed (before git's when turnback goes first); *settle*
+    runs, untimed, after each of the two (so what the first left the machine doing is not timed on the second).
     """
     if tb_first:
         t_tb = timed(tb)[0]
         if tb_then is not None:
             tb_then()
+        if settle is not None:
+            settle()
         t_git = timed(git)[0]
     else:
         t_git = timed(git)[0]
+        if settle is not None:
+            settle()
         t_tb = timed(tb)[0]
         if tb_then is not None:
             tb_then()
+    if settle is not None:
+        settle()
     return t_tb, t_git
 
 
@@ -1685,12 +1699,16 @@ def plain_round(number: int, master: Path, info: TreeInfo, where: Path) -> tuple
     writes the tree (turnback's store and the shadow git dir are beside it), so each reads it as the other did."""
     tree = where / "tree"
     copy_plain(master, tree)
+    # The copy's pages written out before the clock starts, as a project's files are long written by its first
+    # snapshot: else the kernel writes 700 MB back during whichever tool's run comes first; and each tool's own
+    # writes (git's 50,000 objects, turnback's store) written out before the other's run and the floor's.
+    os.sync()
     side = TurnbackSide(where / "store", tree)
     git = ShadowGit(where / "shadow.git", tree)
     git.init()
     entries: list[int] = []
     try:
-        tb_s, git_s = pair(number % 2 == 0, lambda: entries.append(side.scan()), git.checkpoint)
+        tb_s, git_s = pair(number % 2 == 0, lambda: entries.append(side.scan()), git.checkpoint, settle=os.sync)
     finally:
         side.close()
     if entries[0] != info.entries or git.tracked() != info.git_tracked:
