@@ -9,10 +9,12 @@ import select
 import subprocess
 import sys
 import termios
+import time
 from pathlib import Path
 from typing import IO
 
 PROMPT_END = b"y = yes, n = no"
+DRAIN_S = 0.2  # nothing more read for this long after the child ended: all it wrote has been read
 
 
 def _own_terminal() -> None:
@@ -47,24 +49,29 @@ def run_on_a_terminal(
         env=env,
         preexec_fn=_own_terminal,
     )
-    os.close(child)
+    # The terminal's other side stays open here until the child has ended and all it wrote is read: once the
+    # last descriptor of that side closes, reading this side fails (EIO) and what was still on its way from the
+    # child (the line after ^C) could be lost.
     output = b""
     typed = False
-    while True:
-        ready, _, _ = select.select([main], [], [], 30)
-        if not ready:
-            break
-        try:
-            chunk = os.read(main, 4096)
-        except OSError:  # the child closed its side
-            break
-        if not chunk:
-            break
-        output += chunk
-        if not typed and prompt_end in output:
-            os.write(main, keys)
-            typed = True
-    os.close(main)
+    quiet_since = time.monotonic()
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], 0.05)
+            now = time.monotonic()
+            if ready:
+                output += os.read(main, 4096)
+                quiet_since = now
+                if not typed and prompt_end in output:
+                    os.write(main, keys)
+                    typed = True
+                continue
+            ended = proc.poll() is not None
+            if (ended and now - quiet_since > DRAIN_S) or now - quiet_since > 30:
+                break
+    finally:
+        os.close(child)
+        os.close(main)
     return proc.wait(timeout=30), output.decode().replace("\r\n", "\n")
 
 
