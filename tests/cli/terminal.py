@@ -40,6 +40,11 @@ def run_on_a_terminal(
     *prompt_end*: how the prompt ends in the language asked for (English's by default).
     """
     main, child = pty.openpty()
+    # ^C makes the terminal send SIGINT and then throw away the output not yet read (unless NOFLSH): a CLI quick
+    # enough to answer the signal before that loses the line it printed, as on any terminal. Kept here.
+    attrs = termios.tcgetattr(child)
+    attrs[3] |= termios.NOFLSH
+    termios.tcsetattr(child, termios.TCSANOW, attrs)
     proc = subprocess.Popen(
         [sys.executable, "-m", "turnback", *args],
         stdin=child,
