@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,7 +30,8 @@ from tests.cli.terminal import run_on_a_terminal
 from tests.conftest import TEST_KEY, Result, cli_env, make_project, run_cli
 from turnback.hooks import relay
 from turnback.model import SessionId
-from turnback.procs import process_alive
+from turnback.procs import process_alive, process_start
+from turnback.store.sqlite.opening import DB_NAME
 
 MODES = ("full", "relay")
 # The console script's code (turnback.cli:entry) in a process of its own; then whether it imported the full
@@ -73,12 +75,15 @@ def wait_for_relay(home: Path, timeout: float = 30.0) -> int:
 class Harness:
     """One store and project, driven as a harness drives turnback: a process per step."""
 
-    def __init__(self, base: Path, mode: str):
+    def __init__(self, base: Path, mode: str, *, pythonpath: Path | None = None):
+        """*pythonpath*: where every process of it (the relay's too) imports turnback from."""
         self.mode = mode
         self.home = base / "store"
         self.project = make_project(base / "project")
         self.probe = base / "probe.txt"
         self.env = {"TB_TEST_PROBE": str(self.probe), "TURNBACK_HOOK_RELAY_IDLE_S": "300"}
+        if pythonpath is not None:
+            self.env["PYTHONPATH"] = str(pythonpath)
         if mode == "full":
             self.env["TURNBACK_HOOK_RELAY"] = "0"
         created = run_cli(self.home, "session", "new", "--title", "harness", cwd=self.project, env=self.env)
@@ -97,6 +102,13 @@ class Harness:
     ) -> Result:
         """``turnback WORDS`` in the project; checks the relay served it in relay mode (unless *served* says
         otherwise), never in full mode."""
+        result, ran_by = self.ran(*words, stdin=stdin, env=env)
+        expected = (self.mode == "relay") if served is None else served
+        assert ran_by == ("served" if expected else "full"), (words, result)
+        return result
+
+    def ran(self, *words: str, stdin: bytes = b"", env: dict[str, str] | None = None) -> tuple[Result, str]:
+        """``turnback WORDS`` in the project, and what ran it: ``served`` (the relay) or ``full``."""
         self.probe.write_text("")
         proc = subprocess.run(
             [sys.executable, "-c", PROBE, *words],
@@ -106,9 +118,8 @@ class Harness:
             env=cli_env(self.home, {**self.env, **(env or {})}),
             timeout=120,
         )
-        expected = (self.mode == "relay") if served is None else served
-        assert self.probe.read_text().split() == ["served" if expected else "full"], (words, proc)
-        return Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+        result = Result(proc.returncode, proc.stdout.decode("utf-8", "replace"), proc.stderr.decode("utf-8", "replace"))
+        return result, " ".join(self.probe.read_text().split())
 
     def cli(self, *words: str) -> Result:
         return run_cli(self.home, *words, cwd=self.project, env={"TURNBACK_HOOK_RELAY": "0"})
@@ -405,3 +416,53 @@ def test_a_relay_is_not_idle_while_a_command_it_began_runs(harnesses: dict[str, 
     while process_alive(pid, None) and time.monotonic() < deadline:  # (a connection would be a request)
         time.sleep(0.1)
     assert not process_alive(pid, None)  # then idle: it ended
+
+
+@pytest.mark.parametrize("lost", ["deleted", "emptied"])
+def test_a_store_whose_database_was_lost_is_opened_again_by_the_relay_as_by_the_command_line(
+    harnesses: dict[str, Harness], lost: str
+) -> None:
+    """The relay keeps its store open between requests: once the database file is gone from the folder (or
+    emptied in place), a request must not go on with the file it still holds, but open the folder again and
+    say what the command line says (a deleted database: a store made afresh, which has no such session; an
+    emptied one: refused)."""
+    for h in harnesses.values():
+        assert h.run("turn", "begin", "--session", h.session, "--pid", str(os.getpid())).rc == 0
+        assert h.run("exec", "--", "sh", "-c", "printf 'x\\n' >> README.md").rc == 0
+        for name in (DB_NAME + "-wal", DB_NAME + "-shm", *([DB_NAME] if lost == "deleted" else [])):
+            (h.home / name).unlink(missing_ok=True)
+        if lost == "emptied":
+            os.truncate(h.home / DB_NAME, 0)
+    for h in harnesses.values():
+        ended = h.run("turn", "end", "--session", h.session)
+        if lost == "deleted":
+            assert ended == Result(2, "", f"turnback: no session has an id starting with {h.session}\n")
+        else:
+            assert (ended.rc, ended.out) == (1, ""), ended
+            assert ended.err.startswith(f"turnback: the database of the store at {h.home} is empty"), ended
+
+
+def test_a_relay_whose_code_changed_on_disk_answers_at_most_one_more_request(tmp_path: Path) -> None:
+    """An upgrade while the relay runs: the relay looks at its modules after each answer (off the client's
+    wait), so at most one request more is answered by the code it loaded; the next goes to the new code's
+    command line. Played on a copy of turnback's code, so no other test's relay sees the change."""
+    code = tmp_path / "code"
+    shutil.copytree(Path(turnback.__file__).parent, code / "turnback", ignore=shutil.ignore_patterns("__pycache__"))
+    h = Harness(tmp_path / "relay", "relay", pythonpath=code)
+    try:
+        old_relay = relay_pid(h.home)
+        assert old_relay is not None
+        started = process_start(old_relay)
+        assert h.run("turn", "begin", "--session", h.session, "--pid", str(os.getpid())).rc == 0
+        module = code / "turnback" / "catalog" / "__init__.py"
+        os.utime(module, ns=(module.stat().st_atime_ns, module.stat().st_mtime_ns + 10**9))
+        first, _ = h.ran("exec", "--", "true")  # the old relay's last answer, or already the command line's
+        assert (first.rc, first.out, first.err) == (0, "", ""), first
+        second = h.run("exec", "--", "true", served=False)
+        assert (second.rc, second.out, second.err) == (0, "", ""), second
+        deadline = time.monotonic() + 10
+        while process_alive(old_relay, started) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not process_alive(old_relay, started)
+    finally:
+        h.stop()

@@ -8,13 +8,16 @@ import os
 import sys
 from collections.abc import Sequence
 from functools import cached_property
-from typing import IO, Any, BinaryIO, Literal, TypeAlias
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TypeAlias
 
 import turnback
 from turnback import Engine, Plan, Session
 from turnback.catalog import Message, say
 from turnback.render import data, text
 from turnback.render.terminal import Dim, escape_line, shell_line
+
+if TYPE_CHECKING:
+    from turnback.engine import KeptStore
 
 DIM, RESET = "\033[2m", "\033[0m"
 
@@ -75,9 +78,18 @@ class Context:
     """One command's world: its arguments, output, working folder and (opened on first use) the engine."""
 
     def __init__(
-        self, args: argparse.Namespace, out: Output, *, argv: Sequence[str] = (), stdin: BinaryIO | None = None
+        self,
+        args: argparse.Namespace,
+        out: Output,
+        *,
+        argv: Sequence[str] = (),
+        stdin: BinaryIO | None = None,
+        kept: KeptStore | None = None,
     ):
+        """*kept*: the store the engine is over, kept open by a long-lived process (the hook relay) across the
+        commands it runs; else this command opens it, and closes it when done."""
         self.args = args
+        self.kept = kept
         self.argv = list(argv)  # the words after ``turnback``, as typed
         self.out = out
         self.cwd = os.getcwd()
@@ -102,11 +114,16 @@ class Context:
 
     @cached_property
     def engine(self) -> Engine:
+        if self.kept is not None:
+            return self.kept.engine()
         return turnback.open(self.home, store_url=self.store_url)
 
     def close(self) -> None:
         if "engine" in self.__dict__:
-            self.engine.close()
+            if self.kept is not None:
+                self.kept.give_back(self.engine)
+            else:
+                self.engine.close()
 
     def session(self, *, with_turns: bool = False) -> Session:
         """``--session``, else ``TURNBACK_SESSION``, else the latest session of the project holding the cwd.

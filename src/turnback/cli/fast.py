@@ -47,6 +47,7 @@ import time
 TYPE_CHECKING = False  # typing itself is among what this process should not import
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from turnback.cli import _common
 
@@ -137,7 +138,14 @@ def main(words: list[str]) -> int:
     relayed = os.environ.get(relay.ENV_RELAY, "") != "0" and sys.platform.startswith("linux")
     try:
         cwd = os.getcwdb()
-        reply = _ask(home, _fields(step, cwd, [], words)) if relayed else b""
+        meanwhile = None
+        if step == RUN:
+            from turnback.procs import hide_own_environment
+
+            # As the engine does for the commands it runs (this process's environment may hold the key), while
+            # the relay scans: ctypes is some 3 ms.
+            meanwhile = hide_own_environment
+        reply = _ask(home, _fields(step, cwd, [], words), meanwhile) if relayed else b""
         if not isinstance(reply, tuple):
             if reply == relay.TAKEN:
                 return _no_answer(EXIT_TURNBACK_FAILED if step == RUN else EXIT_UNEXPECTED)
@@ -179,11 +187,13 @@ def _fields(step: bytes, cwd: bytes, step_fields: list[bytes], words: list[str])
     return [*caller, *step_fields, *map(os.fsencode, words)]
 
 
-def _ask(home: str, fields: list[bytes]) -> tuple[bytes, bytes, bytes] | bytes:
+def _ask(
+    home: str, fields: list[bytes], meanwhile: Callable[[], object] | None = None
+) -> tuple[bytes, bytes, bytes] | bytes:
     from turnback.hooks import relay
 
     sock = relay.connect(home)
-    return b"" if sock is None else relay.ask_cli(sock, relay.cli_request(fields))
+    return b"" if sock is None else relay.ask_cli(sock, relay.cli_request(fields), meanwhile)
 
 
 def _shown(status: bytes, out: bytes, err: bytes) -> int:
@@ -206,10 +216,8 @@ def _no_answer(code: int) -> int:
 
 
 def _run_command(home: str, cwd: bytes, words: list[str], command: list[str], call_id: bytes, workdir: str) -> int:
-    """Run exec's *command* here, then have its end recorded (by the relay, else here); exec's exit code."""
-    from turnback.procs import hide_own_environment
-
-    hide_own_environment()  # as the engine does for the commands it runs: this process's environment may hold the key
+    """Run exec's *command* here (this process's environment hidden already: :func:`main`), then have its end
+    recorded (by the relay, else here); exec's exit code."""
     # On the clock of the command's ctimes, a little early: a change in this clock tick is the command's.
     started_at = time.clock_gettime_ns(CLOCK_REALTIME_COARSE) / 1e9 - ROUNDING_S
     try:
@@ -255,10 +263,13 @@ class Served:
     the full command line runs it (:func:`turnback.cli.main.run_verb`), on a context of the client's."""
 
     def __init__(self, home: str):
+        import turnback
         from turnback.cli.main import build_parser
+        from turnback.engine import KeptStore
 
         self.home = home
         self.parser = build_parser()  # once: every verb's module imported before the first request
+        self.kept = KeptStore(lambda: turnback.open(home))  # the requests' store, opened once
         self.running: dict[bytes, tuple[int, int | None]] = {}  # a begun exec's call -> its client (pid, start)
 
     def busy(self) -> bool:
@@ -296,7 +307,7 @@ class Served:
             return FULL, b"", b""
         args.store = self.home  # where the client's --store (or TURNBACK_HOME) led it
         out, err = _Captured(terminal=bool(tty)), _Captured(terminal=False)
-        ctx = _common.Context(args, _common.Output(json_mode=False, stdout=out, stderr=err), argv=words)
+        ctx = _common.Context(args, _common.Output(json_mode=False, stdout=out, stderr=err), argv=words, kept=self.kept)
         ctx.cwd, ctx.parent_pid, ctx.env_session = os.fsdecode(cwd), int(parent), os.fsdecode(env_session) or None
         status, began = _run_step(step, step_fields, int(pid), ctx)
         if began is not None:
@@ -373,7 +384,10 @@ def serve(home: str) -> int:
     from turnback.hooks import relay
 
     served = Served(home)
-    return relay.serve(home, served, served.busy)
+    try:
+        return relay.serve(home, served, served.busy)
+    finally:
+        served.kept.close()
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 from turnback.capture.calls import TextEdit
 
 from .facade import Engine, TurnHandle
+from .kept import KeptStore
 from .tools import CallHandle
 from .values import (
     AgentNotice,
@@ -35,6 +36,7 @@ __all__ = [
     "CommandResult",
     "Coverage",
     "Engine",
+    "KeptStore",
     "ResendFile",
     "SessionPick",
     "SessionStatus",

@@ -268,15 +268,20 @@ def _request(raw: bytes, harness: str) -> bytes:
     return b"\0".join([REQUEST_TAG, *caller, *_store_env(), raw])
 
 
-def _exchange(sock: _socket.socket, request: bytes, timeout: float) -> tuple[bytes, bool]:
-    """Send *request* and read the reply, the whole exchange within *timeout*; what came back, and whether it
-    came whole (False: the connection broke or the time ran out). The socket is closed."""
+def _exchange(
+    sock: _socket.socket, request: bytes, timeout: float, meanwhile: Callable[[], object] | None = None
+) -> tuple[bytes, bool]:
+    """Send *request* and read the reply, the whole exchange within *timeout* (*meanwhile* is called once the
+    request is sent, while the relay works on it); what came back, and whether it came whole (False: the
+    connection broke or the time ran out). The socket is closed."""
     deadline = time.monotonic() + timeout
     parts: list[bytes] = []
     try:
         sock.settimeout(timeout)
         sock.sendall(request)
         sock.shutdown(_socket.SHUT_WR)
+        if meanwhile is not None:
+            meanwhile()
         while True:
             sock.settimeout(max(deadline - time.monotonic(), 0.001))  # a bound on the whole reply, not each part
             chunk = sock.recv(1 << 16)
@@ -383,11 +388,13 @@ def cli_request(fields: list[bytes]) -> bytes:
     return b"\0".join([CLI_REQUEST_TAG, *cli_env(), *fields])
 
 
-def ask_cli(sock: _socket.socket, request: bytes) -> tuple[bytes, bytes, bytes] | bytes:
+def ask_cli(
+    sock: _socket.socket, request: bytes, meanwhile: Callable[[], object] | None = None
+) -> tuple[bytes, bytes, bytes] | bytes:
     """The relay's answer to a CLI *request*: (status, stdout, stderr); else TAKEN when it took the request
     and ended before answering, or the first byte of what it said (NOT_TAKEN; none from an older relay, or
-    one that failed before taking it)."""
-    reply, whole = _exchange(sock, request, CLI_REPLY_TIMEOUT_S)
+    one that failed before taking it). *meanwhile*: called while the relay works (:func:`_exchange`)."""
+    reply, whole = _exchange(sock, request, CLI_REPLY_TIMEOUT_S, meanwhile)
     if not reply.startswith(TAKEN):
         return reply[:1]
     head, newline, texts = reply[len(TAKEN) :].partition(b"\n")
@@ -522,6 +529,7 @@ def _serve(
     mine_cli = cli_env()
     last = time.monotonic()
     retiring = False
+    code_changed = False  # as looked at after the last answer
     try:
         while True:
             try:
@@ -539,7 +547,7 @@ def _serve(
                 continue
             last = time.monotonic()
             with conn:
-                stale = retiring or code.changed()
+                stale = retiring or code_changed
                 try:
                     conn.settimeout(READ_TIMEOUT_S)
                     if _same_user(conn):
@@ -550,6 +558,10 @@ def _serve(
                 retire()
                 retiring = True
                 server.settimeout(0.05)
+            # After the answer, not before it: the client goes on meanwhile (a stat of each module, some 1 ms of
+            # each request). So at most one request is answered by code that changed on disk since (an upgrade
+            # while the relay waits: else the check when none came for a second sees it).
+            code_changed = code.changed()
     finally:
         server.close()
 

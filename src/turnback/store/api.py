@@ -579,6 +579,10 @@ class StoreBackend(
     def use_reserve(self) -> bool:
         """On a full disk, free the space set aside so a turn can still end; whether there was any."""
 
+    def is_current(self) -> bool:
+        """Whether opening the store again now would give this one, as it was opened (a process that keeps it
+        open across requests opens it again when not)."""
+
     def new_id(self) -> str: ...
 
     def now(self) -> int: ...

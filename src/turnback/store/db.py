@@ -62,6 +62,15 @@ def _read_only_uri(path: str) -> str:
     return uri
 
 
+def _file_id(path: str) -> tuple[int, int] | None:
+    """The device and inode of the non-empty file at *path*; None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if st.st_size else None
+
+
 def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
@@ -93,6 +102,12 @@ class Database:
         except sqlite3.Error as exc:
             raise _map_error(exc, self.read_only_reason) from exc
         self._depth = 0
+        self.file_id = _file_id(path)  # the file opened (connected first: SQLite made it, when it was not there)
+
+    def is_same_file(self) -> bool:
+        """Whether *path* still names the file this database has open, and it is not empty (a database deleted, or
+        made again or emptied in its place, is another: a new opening says what became of it)."""
+        return self.file_id is not None and _file_id(self.path) == self.file_id
 
     def close(self) -> None:
         self._conn.close()

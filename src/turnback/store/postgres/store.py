@@ -145,6 +145,10 @@ class PgOpening(SqliteRecords):
         """The records are on the server: a full disk here keeps none of them from being written."""
         return False
 
+    def is_current(self) -> bool:
+        """Never vouched for: a shared store is opened for each request (its host's lease, the server's state)."""
+        return False
+
     @contextlib.contextmanager
     def session_lock(self, session_id: SessionId) -> Iterator[None]:
         """Hold the session's lock on the server, so no other host applies to it meanwhile; busy if one does."""

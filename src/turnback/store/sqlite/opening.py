@@ -190,6 +190,7 @@ class StoreOpening(SqliteRecords):
     """Opening and closing a store folder, and the space it keeps aside on its disk."""
 
     database_url: str | None = None  # the records are in the folder's own file
+    database: Database  # the same as ``db``, as what it is
 
     @classmethod
     def open(
@@ -255,6 +256,7 @@ class StoreOpening(SqliteRecords):
         released: bool = False,
     ) -> Self:
         store = cls(home, opened.db, opened.crypto, clock=clock, ids=ids)
+        store.database = opened.db
         store.key_secret = key_secret
         store.reserve_used = released
         return store
@@ -278,6 +280,17 @@ class StoreOpening(SqliteRecords):
             if self.db.one("PRAGMA data_version")["data_version"] != seen:
                 return True
         return False
+
+    def is_current(self) -> bool:
+        """Whether opening the store's folder again now would give this store, as it was opened: the same
+        database file, writable, at this version's schema, with none of the space set aside used."""
+        return (
+            not self.database.read_only
+            and not self.reserve_used
+            and self.database.is_same_file()
+            and _read_only_reason(self.home) is None
+            and self.database.schema_version() == SCHEMA_VERSION
+        )
 
     def use_reserve(self) -> bool:
         """On a full disk, free the space set aside (so a turn can still end); whether there was any."""
