@@ -10,6 +10,7 @@ import subprocess
 import sys
 import termios
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
@@ -31,20 +32,28 @@ def run_on_a_terminal(
     *,
     stdout: IO[bytes] | None = None,
     prompt_end: bytes = PROMPT_END,
+    noflsh: bool = True,
+    at_prompt: Callable[[int], object] | None = None,
+    after: Callable[[int, int], object] | None = None,
 ) -> tuple[int, str]:
     """``turnback ARGS`` with stdin, stdout and stderr on one terminal; *keys* are typed at the prompt.
 
     Returns the exit code and what the terminal showed (its echo of the keys
     included, so ``^C`` shows as a terminal shows it), with CRLF as LF. With
     *stdout* (a file), stdout goes there instead, as in ``turnback undo | less``.
-    *prompt_end*: how the prompt ends in the language asked for (English's by default).
+    *prompt_end*: how the prompt ends in the language asked for (English's by default). *noflsh*: the terminal
+    keeps its output at ^C (else it is a terminal as one starts: the CLI's own prompt must keep it). *at_prompt*:
+    called with the terminal's other side once the prompt is shown, before the keys are typed; *after*, with
+    both sides (the other, the terminal's own) once the CLI has ended and all it wrote is read.
     """
     main, child = pty.openpty()
-    # ^C makes the terminal send SIGINT and then throw away the output not yet read (unless NOFLSH): a CLI quick
-    # enough to answer the signal before that loses the line it printed, as on any terminal. Kept here.
-    attrs = termios.tcgetattr(child)
-    attrs[3] |= termios.NOFLSH
-    termios.tcsetattr(child, termios.TCSANOW, attrs)
+    if noflsh:
+        # ^C makes the terminal send SIGINT and then throw away the output not yet read (unless NOFLSH): a CLI
+        # quick enough to answer the signal before that loses the line it printed. The CLI's prompt sets it too
+        # (test_new_user.py tests that on a terminal without it); elsewhere the tests do not depend on that.
+        attrs = termios.tcgetattr(child)
+        attrs[3] |= termios.NOFLSH
+        termios.tcsetattr(child, termios.TCSANOW, attrs)
     proc = subprocess.Popen(
         [sys.executable, "-m", "turnback", *args],
         stdin=child,
@@ -68,12 +77,17 @@ def run_on_a_terminal(
                 output += os.read(main, 4096)
                 quiet_since = now
                 if not typed and prompt_end in output:
+                    if at_prompt is not None:
+                        at_prompt(main)
                     os.write(main, keys)
                     typed = True
                 continue
             ended = proc.poll() is not None
             if (ended and now - quiet_since > DRAIN_S) or now - quiet_since > 30:
                 break
+        if after is not None:
+            proc.wait(timeout=30)
+            after(main, child)
     finally:
         os.close(child)
         os.close(main)

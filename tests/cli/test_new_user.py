@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import termios
 from pathlib import Path
 
 import pytest
@@ -152,6 +153,35 @@ def test_the_prompt_says_what_came_of_the_answer_on_a_line_of_its_own(  # type: 
     exit_code, shown = run_on_a_terminal(["undo", "--session", sid], project, cli_env(home), keys)
     assert shown.splitlines()[1:] == ["restore     README.md", answer_line, said]
     assert exit_code == code
+    assert (project / "README.md").read_bytes() == b"agent\n"
+
+
+def test_a_ctrl_c_at_the_prompt_is_answered_on_a_terminal_that_drops_output_at_ctrl_c(
+    home: Path, project: Path, sid: str
+) -> None:
+    """A terminal as one starts (no NOFLSH): a ^C there throws away the output not yet shown, which can be the
+    line the CLI prints right after it. While its prompt waits, the CLI has the terminal keep it; what was typed
+    before the ^C is thrown away as a terminal does, and the terminal's settings are put back after."""
+    seen: dict[str, object] = {}
+
+    def at_prompt(main: int) -> None:
+        seen["waiting"] = termios.tcgetattr(main)[3] & termios.NOFLSH  # the other side reads the terminal's own
+
+    def after(main: int, child: int) -> None:
+        seen["after"] = termios.tcgetattr(child)[3] & termios.NOFLSH
+        os.write(main, b"\n")
+        seen["left"] = os.read(child, 100)  # what a shell reading the terminal next would get
+
+    code, shown = run_on_a_terminal(
+        ["undo", "--session", sid], project, cli_env(home), b"ye\x03", noflsh=False, at_prompt=at_prompt, after=after
+    )
+    assert shown.splitlines()[1:] == [
+        "restore     README.md",
+        "undo? y = yes, n = no ye^C",
+        "nothing changed: interrupted at the prompt",
+    ]
+    assert code == 130
+    assert seen == {"waiting": termios.NOFLSH, "after": 0, "left": b"\n"}
     assert (project / "README.md").read_bytes() == b"agent\n"
 
 

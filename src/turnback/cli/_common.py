@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import IO, TYPE_CHECKING, Any, BinaryIO, Literal, TypeAlias
 
@@ -229,8 +230,9 @@ def ask(out: Output, prompt: str, *, yes: bool) -> Answer:
         return "no terminal"
     out.stdout.flush()  # the preview above the prompt, when the prompt goes to stderr
     try:
-        print(prompt, file=stream, end=" ", flush=True)
-        answer = sys.stdin.readline()
+        with _seen_after_interrupt(sys.stdin.fileno()):  # from before the prompt shows: a ^C may come at once
+            print(prompt, file=stream, end=" ", flush=True)
+            answer = sys.stdin.readline()
     except KeyboardInterrupt:
         print(file=stream, flush=True)  # the terminal shows ^C and leaves the line open
         return "interrupted"
@@ -238,6 +240,32 @@ def ask(out: Output, prompt: str, *, yes: bool) -> Answer:
         print(file=stream, flush=True)  # ^D ends the input with no newline
         return "no answer"
     return "yes" if answer.strip().lower() in ("y", "yes") else "no"
+
+
+@contextlib.contextmanager
+def _seen_after_interrupt(terminal: int) -> Iterator[None]:
+    """While the prompt waits on *terminal*: a ^C there keeps what this process prints after it (``NOFLSH``).
+
+    Else the terminal sends SIGINT and then throws away the output not yet shown, and a CLI that answers the
+    signal quickly enough loses the line saying nothing changed. What was typed before the ^C is still thrown
+    away, as a terminal does; the terminal's settings are put back after.
+    """
+    import termios
+
+    try:
+        settings = termios.tcgetattr(terminal)
+        kept = [*settings[:3], settings[3] | termios.NOFLSH, *settings[4:]]
+        termios.tcsetattr(terminal, termios.TCSANOW, kept)
+    except termios.error:
+        yield  # not a terminal it can set: as it is
+        return
+    try:
+        yield
+    except KeyboardInterrupt:
+        termios.tcflush(terminal, termios.TCIFLUSH)
+        raise
+    finally:
+        termios.tcsetattr(terminal, termios.TCSANOW, settings)
 
 
 def decline(ctx: Context, answer: Answer, *, deleting: bool = False) -> int:
