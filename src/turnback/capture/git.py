@@ -115,49 +115,46 @@ def _message(proc: subprocess.CompletedProcess[bytes]) -> str:
     return text or f"git exited with status {proc.returncode}"
 
 
-def _git(root: str, args: Sequence[str], *, gdir: str | None = None) -> subprocess.CompletedProcess[bytes]:
-    """Run one git command in *root* (against *gdir* when known); OSError means git cannot run at all."""
-    command = ["git", f"--git-dir={gdir}", *args] if gdir is not None else ["git", *args]
+def _start_git(root: str, command: list[str], *, stdin: int = subprocess.DEVNULL) -> subprocess.Popen[bytes]:
+    """Start git *command* in *root*, its output read through pipes; UnsafePathError when git cannot run at all."""
     try:
-        return subprocess.run(
-            command,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            env=git_env(),
-            cwd=root,
-            check=False,
+        return subprocess.Popen(
+            command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=git_env(), cwd=root
         )
     except OSError as exc:
         raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
 
 
+def _ended(proc: subprocess.Popen[bytes]) -> subprocess.CompletedProcess[bytes]:
+    """*proc* run to its end, as ``subprocess.run`` does it (killed when this process is interrupted meanwhile)."""
+    with proc:
+        try:
+            out, err = proc.communicate()
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def _git(root: str, args: Sequence[str], *, gdir: str | None = None) -> subprocess.CompletedProcess[bytes]:
+    """Run one git command in *root* (against *gdir* when known) to its end."""
+    return _ended(_start_git(root, ["git", f"--git-dir={gdir}", *args] if gdir is not None else ["git", *args]))
+
+
 def _git_side_by_side(root: str, commands: Sequence[Sequence[str]]) -> list[subprocess.CompletedProcess[bytes]]:
     """Run the git *commands* in *root* at once, each finding the repository as :func:`_git` without a git dir
-    does: a git process is some 2 ms here, most of it starting. The results in order; OSError as :func:`_git`.
-    Only the last command may write more than a pipe holds (each is read to its end in turn)."""
+    does: a git process is some 2 ms here, most of it starting. The results in order. Only the last command may
+    write more than a pipe holds (each is read to its end in turn)."""
     started: list[subprocess.Popen[bytes]] = []
     try:
         for args in commands:
-            started.append(
-                subprocess.Popen(
-                    ["git", *args],
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    env=git_env(),
-                    cwd=root,
-                )
-            )
-    except OSError as exc:
+            started.append(_start_git(root, ["git", *args]))
+    except UnsafePathError:
         for proc in started:
             proc.kill()
             proc.communicate()
-        raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
-    done = []
-    for proc in started:
-        out, err = proc.communicate()
-        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return done
+        raise
+    return [_ended(proc) for proc in started]
 
 
 def _find_git_dir(root: str) -> str:
@@ -373,17 +370,7 @@ def _transaction(
     command = ["git", f"--git-dir={gdir}", "update-ref", "-z", "--stdin", "-m", REFLOG_MESSAGE]
     if create_reflog:
         command.append("--create-reflog")
-    try:
-        proc = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=git_env(),
-            cwd=root,
-        )
-    except OSError as exc:
-        raise UnsafePathError(Message("git_cannot_run", path=root, error=str(exc.strerror or exc))) from exc
+    proc = _start_git(root, command, stdin=subprocess.PIPE)
     committed = False
     checked = True
     try:

@@ -27,7 +27,9 @@ would (:func:`turnback.hooks.claude.handle`), and replies what to print.
 - One relay per store (a lock in the store folder says so). It serves one
   event at a time, and ends when it has had none for
   ``TURNBACK_HOOK_RELAY_IDLE_S`` seconds (600), when the store folder is
-  gone, or when turnback's code changed on disk (an upgrade).
+  gone, or when turnback's code changed on disk (an upgrade: looked at after
+  each answer and each idle second, so at most one request more is answered
+  by the code it loaded).
 - A harness's ``turn begin``, ``exec`` and ``turn end`` come here too
   (:func:`cli_request`): the relay's process is :mod:`turnback.cli.fast`'s,
   which serves them with the command line's own code. A CLI process whose
