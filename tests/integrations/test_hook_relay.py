@@ -133,6 +133,25 @@ def test_events_after_the_first_go_through_the_relay_and_record_the_same(home: P
         stop_relay(home)
 
 
+def test_an_event_after_the_database_was_deleted_is_recorded_in_the_store_made_again(home: Path, project: Path) -> None:
+    """The relay keeps the store open between events: once its database is deleted, the next event must not
+    be recorded in the file the relay still holds (gone with it), but in the store a new opening makes, as a
+    hook without the relay records it."""
+    claude = Claude(home, project)
+    try:
+        claude.prompt("the first prompt")
+        wait_for_relay(home)
+        assert probe_hook(home, project, claude.payload("Stop"))[1] == []  # served: the relay holds the store
+        for name in ("turnback.db", "turnback.db-wal", "turnback.db-shm"):
+            (home / name).unlink(missing_ok=True)
+        out, heavy = probe_hook(home, project, claude.payload("UserPromptSubmit", prompt="the second prompt"))
+        assert (out, heavy) == ("", [])
+        turns = log_json(home, project)["turns"]
+        assert [turn["message"] for turn in turns] == ["the second prompt"]
+    finally:
+        stop_relay(home)
+
+
 def test_the_installed_command_records_the_same_with_and_without_a_relay(home: Path, project: Path) -> None:
     # `turnback install` writes `PYTHON -S -I .../launch.py hook claude-code`: without site, a hook that must do
     # the work itself (no relay yet, or TURNBACK_HOOK_RELAY=0) loads it for the engine's packages.

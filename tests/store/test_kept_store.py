@@ -46,3 +46,31 @@ def test_a_schema_a_newer_turnback_migrated_to_is_refused_as_a_new_opening_refus
             kept.engine()
     finally:
         kept.close()
+
+
+def test_a_database_named_in_config_toml_is_opened_instead_of_the_kept_store(home: Path) -> None:
+    kept = opener(home)
+    try:
+        kept.give_back(kept.engine())
+        (home / "config.toml").write_text('[store]\nurl = "postgresql://127.0.0.1:1/nowhere"\n')
+        with pytest.raises(turnback.StoreError):  # a new opening goes there (and finds no server)
+            kept.engine()
+    finally:
+        kept.close()
+
+
+def test_keys_replaced_in_the_database_make_the_store_opened_again(home: Path) -> None:
+    kept = opener(home)
+    try:
+        first = kept.engine()
+        kept.give_back(first)
+        assert first.store.is_current()
+        conn = sqlite3.connect(home / "turnback.db")
+        conn.execute("UPDATE meta SET value=? WHERE key='key_check'", (b"sealed with other keys",))
+        conn.commit()
+        conn.close()
+        assert not first.store.is_current()
+        with pytest.raises(turnback.TurnbackError):  # the key given no longer opens it: as a new opening says
+            kept.engine()
+    finally:
+        kept.close()

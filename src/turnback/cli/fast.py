@@ -384,10 +384,7 @@ def serve(home: str) -> int:
     from turnback.hooks import relay
 
     served = Served(home)
-    try:
-        return relay.serve(home, served, served.busy)
-    finally:
-        served.kept.close()
+    return relay.serve(home, served, served.busy, served.kept)  # hook events share the requests' store
 
 
 if __name__ == "__main__":

@@ -22,11 +22,14 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import IO, Any, NamedTuple
+from typing import IO, TYPE_CHECKING, Any, NamedTuple
 
 from turnback.catalog import Message, language, say, word
 from turnback.hooks import commandstart
 from turnback.hooks.relay import failure_line, parse, wanted
+
+if TYPE_CHECKING:
+    from turnback.engine import KeptStore
 
 SHELLS = ("sh", "bash", "dash", "zsh", "fish", "ksh", "timeout", "env")
 COMPACTION = Message("busy_compaction")
@@ -328,19 +331,25 @@ class Recorder:
 
 
 def handle(
-    event: Event, caller: Caller, home: str, harness: str, respond: Callable[[Any, Event, Caller, str], Output]
+    event: Event,
+    caller: Caller,
+    home: str,
+    harness: str,
+    respond: Callable[[Any, Event, Caller, str], Output],
+    kept: KeptStore | None = None,
 ) -> tuple[str, str]:
     """Handle one event with *respond* (an adapter's: engine, event, caller, home -> output): what goes to
     stdout and to stderr. Never raises.
 
-    The store is opened for the event and closed after it, so settings and keys are read as they are now
-    (the hook relay's long-lived process calls this too).
+    The store is opened for the event and closed after it, so settings and keys are read as they are now; in
+    the hook relay's long-lived process, it is *kept* open across events, each with an engine of its own (the
+    settings read afresh; opened again when a new opening would give another store).
     """
     worded_in = language.set(event_language(home))
     try:
         import turnback
 
-        with turnback.open(home) as engine:
+        with kept.lent() if kept is not None else turnback.open(home) as engine:
             output = respond(engine, event, caller, home)
         return (json.dumps(output) + "\n" if output else ""), ""
     except Exception as exc:  # never block the agent: say it once, log the rest

@@ -29,13 +29,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from turnback.catalog import Message
 from turnback.hooks.events import Caller, Event, Output, Recorder, call_key
 from turnback.hooks.events import handle as handle_with
 from turnback.hooks.events import run as run_with
 from turnback.hooks.relay import GEMINI_EVENTS
+
+if TYPE_CHECKING:
+    from turnback.engine import KeptStore
 
 HARNESS = "gemini"
 SHELL_TOOL = "run_shell_command"
@@ -144,9 +147,10 @@ _HANDLERS: dict[str, Callable[[_Hook], Output]] = {
 assert tuple(_HANDLERS) == GEMINI_EVENTS, "the relay filters events by GEMINI_EVENTS"
 
 
-def handle(event: Event, caller: Caller, home: str) -> tuple[str, str]:
-    """Handle one event that :func:`wanted`: what goes to stdout and to stderr. Never raises."""
-    return handle_with(event, caller, home, HARNESS, _respond)
+def handle(event: Event, caller: Caller, home: str, kept: KeptStore | None = None) -> tuple[str, str]:
+    """Handle one event that :func:`wanted`: what goes to stdout and to stderr. Never raises.
+    *kept*: the relay's store, kept open across events."""
+    return handle_with(event, caller, home, HARNESS, _respond, kept)
 
 
 def _respond(engine: Any, event: Event, caller: Caller, home: str) -> Output:

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from turnback.engine import KeptStore
+
 ENV_RELAY = "TURNBACK_HOOK_RELAY"
 ENV_IDLE = "TURNBACK_HOOK_RELAY_IDLE_S"
 IDLE_S = 600.0
@@ -435,16 +437,23 @@ class _CodeWatch:
 
 
 def serve(
-    home: str, served: Callable[[list[bytes]], bytes] | None = None, busy: Callable[[], bool] | None = None
+    home: str,
+    served: Callable[[list[bytes]], bytes] | None = None,
+    busy: Callable[[], bool] | None = None,
+    kept: KeptStore | None = None,
 ) -> int:
     """Serve hook events for the store in *home* until idle, the store gone, or the code changed; and the
     command line's requests with *served* (their fields -> :func:`cli_reply`), when given. While *busy* says
-    so (a command it began still runs), it is not idle."""
+    so (a command it began still runs), it is not idle. *kept*: the store the requests share (else one of
+    its own), closed when the relay ends."""
     import contextlib
     import fcntl
     import socket
 
     import turnback.engine  # what every event needs, imported once, before the first one
+
+    if kept is None:
+        kept = turnback.engine.KeptStore(lambda: turnback.open(home))
 
     if not sys.platform.startswith("linux"):
         return 1
@@ -461,7 +470,7 @@ def serve(
         turnback.engine.Engine.auto_start_watchers()
         # Held before a hook can connect: once hooks reach it, the relay creates no file in the store (its
         # opening may), so a store deleted then is gone for good.
-        with _StoreKeptOpen(home):
+        with _StoreKeptOpen(kept):
             path = os.path.join(home, SOCKET_NAME)
             if os.path.lexists(path):
                 os.unlink(path)  # a relay that was killed left it (the lock says none serves)
@@ -481,7 +490,7 @@ def serve(
             try:
                 os.chmod(path, 0o600)
                 server.listen(16)
-                return _serve(home, server, retire, served, busy)
+                return _serve(home, server, retire, served, busy, kept)
             finally:
                 server.close()
                 retire()
@@ -490,7 +499,8 @@ def serve(
 
 
 class _StoreKeptOpen:
-    """The store in *home* held open, idle, while the relay runs (each event still opens it for itself).
+    """The store opened before the first event and kept open, idle between events, while the relay runs (each
+    event and request an engine of its own over it: *kept*); closed when the relay ends.
 
     SQLite's last connection to close writes the log (WAL) into the database and deletes it, syncing both:
     some 10 ms of every event when each event's connection was the last. Held open, the log stays and is
@@ -498,21 +508,19 @@ class _StoreKeptOpen:
     ends. Every commit is as durable as before (``synchronous=FULL`` on the log).
     """
 
-    def __init__(self, home: str) -> None:
-        self.home = home
-        self.engine: Any = None
+    def __init__(self, kept: KeptStore) -> None:
+        self.kept = kept
 
     def __enter__(self) -> None:
         import turnback
 
         try:
-            self.engine = turnback.open(self.home)
+            self.kept.give_back(self.kept.engine())
         except (turnback.TurnbackError, OSError):
-            pass  # each event opens the store itself, and says what is wrong
+            pass  # each event opens it then, and says what is wrong
 
     def __exit__(self, *exc: object) -> None:
-        if self.engine is not None:
-            self.engine.close()
+        self.kept.close()
 
 
 def _serve(
@@ -521,6 +529,7 @@ def _serve(
     retire: Callable[[], None],
     served: Callable[[list[bytes]], bytes] | None = None,
     busy: Callable[[], bool] | None = None,
+    kept: KeptStore | None = None,
 ) -> int:
     """Take events until it is time to end; then *retire* the socket (no hook connects any more) and answer
     the hooks already queued NOT_TAKEN, so that each handles its own event instead of losing it."""
@@ -553,7 +562,7 @@ def _serve(
                 try:
                     conn.settimeout(READ_TIMEOUT_S)
                     if _same_user(conn):
-                        _answer(conn, home, mine, stale=stale, cli=(mine_cli, served))
+                        _answer(conn, home, kept, mine, stale=stale, cli=(mine_cli, served))
                 except (OSError, ValueError):
                     pass  # that hook hears nothing it can use: it says so, or handles the event itself
             if stale and not retiring:
@@ -571,6 +580,7 @@ def _serve(
 def _answer(
     conn: socket.socket,
     home: str,
+    kept: KeptStore | None,
     mine: list[bytes],
     *,
     stale: bool,
@@ -609,6 +619,6 @@ def _answer(
     conn.sendall(TAKEN)  # from here on the hook counts the event as handed over, whatever happens
     event, why = parse(raw)
     name = os.fsdecode(harness)
-    out, err = _handler(name)(event, caller, home) if event is not None and wanted(event, name) else ("", why)
+    out, err = _handler(name)(event, caller, home, kept) if event is not None and wanted(event, name) else ("", why)
     stdout = out.encode("utf-8", "surrogatepass")
     conn.sendall(b"%d\n" % len(stdout) + stdout + err.encode("utf-8", "surrogatepass"))

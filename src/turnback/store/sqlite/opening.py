@@ -97,6 +97,11 @@ def _refuse_emptied_database(home: str) -> None:
         raise StoreError(Message("store_database_emptied", home=home, trash=os.path.join(home, TRASH_DIR)))
 
 
+def _key_check(db: Database) -> bytes | None:
+    row = db.one("SELECT value FROM meta WHERE key='key_check'")
+    return None if row is None else bytes(row["value"])
+
+
 def _read_only_reason(home: str) -> Message | None:
     """Why the store in *home* can only be read (a read-only mount, a folder or database it may not write);
     None when it can be written, or has no database yet."""
@@ -190,7 +195,8 @@ class StoreOpening(SqliteRecords):
     """Opening and closing a store folder, and the space it keeps aside on its disk."""
 
     database_url: str | None = None  # the records are in the folder's own file
-    database: Database  # the same as ``db``, as what it is
+    database: Database  # ``db``, as the SQLite database it is
+    key_check: bytes | None  # the keys' check value the store was opened with (another: the keys were replaced)
 
     @classmethod
     def open(
@@ -257,6 +263,7 @@ class StoreOpening(SqliteRecords):
     ) -> Self:
         store = cls(home, opened.db, opened.crypto, clock=clock, ids=ids)
         store.database = opened.db
+        store.key_check = _key_check(opened.db)
         store.key_secret = key_secret
         store.reserve_used = released
         return store
@@ -283,13 +290,15 @@ class StoreOpening(SqliteRecords):
 
     def is_current(self) -> bool:
         """Whether opening the store's folder again now would give this store, as it was opened: the same
-        database file, writable, at this version's schema, with none of the space set aside used."""
+        database file, writable, at this version's schema, sealed with the same keys, with none of the space set
+        aside used."""
         return (
             not self.database.read_only
             and not self.reserve_used
             and self.database.is_same_file()
             and _read_only_reason(self.home) is None
             and self.database.schema_version() == SCHEMA_VERSION
+            and _key_check(self.database) == self.key_check
         )
 
     def use_reserve(self) -> bool:
