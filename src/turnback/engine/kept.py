@@ -51,9 +51,13 @@ class KeptStore:
         finally:
             self.give_back(engine)
 
+    def keeps(self, engine: Engine) -> bool:
+        """Whether *engine* is over the store kept open (a shared store's is not: :meth:`give_back` closes it)."""
+        return engine.store is self._store
+
     def give_back(self, engine: Engine) -> None:
         """The request is done with *engine*: its store stays open for the next, unless it is not the kept one."""
-        if engine.store is not self._store:
+        if not self.keeps(engine):
             engine.close()
 
     @staticmethod

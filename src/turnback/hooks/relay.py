@@ -500,7 +500,8 @@ def serve(
 
 class _StoreKeptOpen:
     """The store opened before the first event and kept open, idle between events, while the relay runs (each
-    event and request an engine of its own over it: *kept*); closed when the relay ends.
+    event and request an engine of its own over it: *kept*; a shared store is held beside it, so that this
+    host's lease is renewed while the relay runs); closed when the relay ends.
 
     SQLite's last connection to close writes the log (WAL) into the database and deletes it, syncing both:
     some 10 ms of every event when each event's connection was the last. Held open, the log stays and is
@@ -510,16 +511,23 @@ class _StoreKeptOpen:
 
     def __init__(self, kept: KeptStore) -> None:
         self.kept = kept
+        self.held: Any = None
 
     def __enter__(self) -> None:
         import turnback
 
         try:
-            self.kept.give_back(self.kept.engine())
+            engine = self.kept.engine()
         except (turnback.TurnbackError, OSError):
-            pass  # each event opens it then, and says what is wrong
+            return  # each event opens it then, and says what is wrong
+        if self.kept.keeps(engine):
+            self.kept.give_back(engine)
+        else:
+            self.held = engine  # a shared store, opened for each request: this one renews the host's lease
 
     def __exit__(self, *exc: object) -> None:
+        if self.held is not None:
+            self.held.close()
         self.kept.close()
 
 
