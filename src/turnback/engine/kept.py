@@ -17,8 +17,9 @@ class KeptStore:
     Each request gets an :class:`Engine` of its own over it (the settings read afresh, nothing held over from
     the request before). The store is opened again only when it is no longer what opening it would give
     (:meth:`StoreBackend.is_current`: its database deleted or made again in its place, its keys replaced, the
-    folder made read-only, the schema migrated by a newer turnback, the space set aside used; a shared store,
-    each time), or when the folder's config.toml comes to name a database (``store.url``).
+    folder made read-only, the schema migrated by a newer turnback, the space set aside used), or when the
+    folder's config.toml comes to name a database (``store.url``). A shared store (PostgreSQL) is not kept: each
+    request opens its own, as before.
     Opening a store is some 1 ms of each request.
     """
 
@@ -38,8 +39,8 @@ class KeptStore:
             self._retired.append(self._store)
             self._store = None
         engine = self._open_engine()
-        if engine.store.database_url is None:
-            self._store = engine.store  # a shared store is opened for each request (its host's lease)
+        if engine.store.database_url is None:  # the folder's own SQLite file (a shared store is not kept)
+            self._store = engine.store
         return engine
 
     @contextlib.contextmanager
