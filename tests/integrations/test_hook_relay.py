@@ -84,13 +84,14 @@ PROBE = (
 )
 
 
-def probe_hook(home: Path, project: Path, event: bytes) -> tuple[str, list[str]]:
-    """Run one hook as the console script does; what it printed, and the heavy modules it imported."""
+def probe_hook(home: Path, project: Path, event: bytes, said: list[str] | None = None) -> tuple[str, list[str]]:
+    """Run one hook as the console script does; what it printed, and the heavy modules it imported. It must
+    say nothing on stderr, or the lines *said*."""
     ran = subprocess.run(
         [sys.executable, "-c", PROBE], input=event, capture_output=True, cwd=project, env=cli_env(home), timeout=60
     )
     *lines, last = ran.stderr.decode().splitlines()
-    assert lines == [], lines
+    assert lines == (said or []), lines
     rc, *heavy = last.split()
     assert rc == "0"
     return ran.stdout.decode(), heavy
@@ -133,10 +134,10 @@ def test_events_after_the_first_go_through_the_relay_and_record_the_same(home: P
         stop_relay(home)
 
 
-def test_an_event_after_the_database_was_deleted_is_recorded_in_the_store_made_again(home: Path, project: Path) -> None:
+def test_an_event_after_the_database_was_deleted_is_refused_as_without_the_relay(home: Path, project: Path) -> None:
     """The relay keeps the store open between events: once its database is deleted, the next event must not
-    be recorded in the file the relay still holds (gone with it), but in the store a new opening makes, as a
-    hook without the relay records it."""
+    be recorded in the file the relay still holds (gone with it), nor in a new, empty store made in its place
+    (the history would be dropped without a word), but refused as a hook without the relay refuses it."""
     claude = Claude(home, project)
     try:
         claude.prompt("the first prompt")
@@ -144,10 +145,17 @@ def test_an_event_after_the_database_was_deleted_is_recorded_in_the_store_made_a
         assert probe_hook(home, project, claude.payload("Stop"))[1] == []  # served: the relay holds the store
         for name in ("turnback.db", "turnback.db-wal", "turnback.db-shm"):
             (home / name).unlink(missing_ok=True)
-        out, heavy = probe_hook(home, project, claude.payload("UserPromptSubmit", prompt="the second prompt"))
-        assert (out, heavy) == ("", [])
-        turns = log_json(home, project)["turns"]
-        assert [turn["message"] for turn in turns] == ["the second prompt"]
+        said = [
+            f"turnback: hook failed (StoreError: the database of the store at {home} is gone ({home / 'turnback.db'} "
+            "does not exist): turnback will not start a new, empty store in its place. Nothing was changed; the "
+            f"plain copies in {home / 'trash'} are intact. Put the database back from a backup, or move the folder "
+            "away to start afresh); the agent goes on"
+        ]
+        prompt = claude.payload("UserPromptSubmit", prompt="the second prompt")
+        assert probe_hook(home, project, prompt, said) == ("", [])
+        stop_relay(home)
+        assert probe_hook(home, project, prompt, said)[0] == ""  # without the relay: the same words
+        assert not (home / "turnback.db").exists()
     finally:
         stop_relay(home)
 

@@ -102,6 +102,23 @@ def test_a_database_truncated_to_nothing_is_not_taken_for_a_new_store(fast_tmp: 
     assert (case.home / "turnback.db").read_bytes() == b""
 
 
+def test_a_database_deleted_is_not_taken_for_a_new_store(fast_tmp: Path) -> None:
+    """The database file deleted (with its log) from a store made before: every command refuses, in one line that
+    says what is gone, and none makes a new, empty store in its place, which would drop the history unsaid."""
+    case = build_undo(fast_tmp)
+    for suffix in ("", "-wal", "-shm"):
+        (case.home / f"turnback.db{suffix}").unlink(missing_ok=True)
+    for args in (("verify",), ("sessions",), ("undo", "--session", case.session_id, "--yes")):
+        result = run(case.home, *args, cwd=case.project)
+        assert_no_traceback(result)
+        assert (result.rc, result.out) == (1, ""), (args, result)
+        assert result.err.startswith(f"turnback: the database of the store at {case.home} is gone ("), result.err
+        assert len(result.err.splitlines()) == 1
+    assert not any(case.home.glob("turnback.db*"))
+    assert tree_state(case.project) == case.start
+    record("store-deleted", faults_injected=1, refused=3)
+
+
 # -- flipped bytes in stored copies ----------------------------------------------------------------
 
 

@@ -89,12 +89,18 @@ def _size(path: str) -> int | None:
         return None
 
 
-def _refuse_emptied_database(home: str) -> None:
-    """A store made before (it has its README) whose database is now empty lost it: never start afresh over it."""
+def _refuse_lost_database(home: str) -> None:
+    """A store made before (it has its README) whose database is now gone or empty lost it: never start afresh
+    over it, which would drop its history without a word (and take a log left beside it for the new file's)."""
+    if not os.path.isfile(os.path.join(home, "README.txt")):
+        return
     db_path = os.path.join(home, DB_NAME)
-    made_before = os.path.isfile(os.path.join(home, "README.txt"))
-    if _size(db_path) == 0 and made_before and not _size(db_path + "-wal"):
-        raise StoreError(Message("store_database_emptied", home=home, trash=os.path.join(home, TRASH_DIR)))
+    size = _size(db_path)
+    trash = os.path.join(home, TRASH_DIR)
+    if size is None:
+        raise StoreError(Message("store_database_missing", home=home, database=db_path, trash=trash))
+    if size == 0 and not _size(db_path + "-wal"):
+        raise StoreError(Message("store_database_emptied", home=home, trash=trash))
 
 
 def _key_check(db: Database) -> bytes | None:
@@ -216,7 +222,7 @@ class StoreOpening(SqliteRecords):
         """
         home = os.path.abspath(home)
         ensure_private_dir(home)
-        _refuse_emptied_database(home)
+        _refuse_lost_database(home)
         made = functools.partial(cls._made, home, key_secret=key_secret, clock=clock, ids=ids)
         read_only = _read_only_reason(home)
         if read_only is not None:
