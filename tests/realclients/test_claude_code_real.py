@@ -350,3 +350,33 @@ def test_a_write_into_the_store_is_denied_and_the_model_is_told_why(claude: Real
     assert "inside turnback's store, which the agent's tools never touch" in said, said
     (only,) = run_cli(claude.home, "log", "--json", cwd=project).json()["turns"]
     assert only["calls"] == []
+
+
+# -- d: a store that lost its database --------------------------------------------------------------------
+
+
+def test_a_store_whose_database_was_deleted_is_not_replaced_and_claude_code_goes_on(
+    claude: RealClaude, project: Path
+) -> None:
+    """The database deleted between two turns (the hook relay still holding it open): the next turn's hooks
+    record nothing and make no new, empty store in its place, Claude Code's turn and its write go on, and the
+    command line says what is gone."""
+    a = str(project / "a.txt")
+    claude.api.script[:] = [
+        Tools((Tool("Write", {"file_path": a, "content": "one\n"}),)),
+        Text("Turn one done."),
+        Tools((Tool("Write", {"file_path": a, "content": "two\n"}),)),
+        Text("Turn two done."),
+    ]
+    stream = claude.stream(SKIP)
+    assert turn(stream, "first")["subtype"] == "success"
+    for suffix in ("", "-wal", "-shm"):
+        (claude.home / f"turnback.db{suffix}").unlink(missing_ok=True)
+    assert turn(stream, "second")["subtype"] == "success"
+    assert stream.close() == 0
+    assert (project / "a.txt").read_bytes() == b"two\n"
+    assert not any(claude.home.glob("turnback.db*"))
+    log = run_cli(claude.home, "log", cwd=project)
+    assert (log.rc, log.out) == (1, ""), log
+    assert log.err.startswith(f"turnback: the database of the store at {claude.home} is gone ("), log
+    assert not any(claude.home.glob("turnback.db*"))
