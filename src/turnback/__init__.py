@@ -19,7 +19,7 @@ TYPE_CHECKING = False  # not typing's: importing typing costs every hook process
 if TYPE_CHECKING:
     from typing import Any
 
-    from turnback.engine import CallHandle, Engine
+    from turnback.engine import CallHandle, Engine, KeptStore
     from turnback.errors import (
         BlobCorruptError,
         BusyError,
@@ -63,7 +63,7 @@ __version__ = "0.1.0"
 
 # Each name is loaded on first use: a hook for an event it ignores, which an agent waits for, pays for none.
 _HOMES = {
-    "turnback.engine": ("CallHandle", "Engine"),
+    "turnback.engine": ("CallHandle", "Engine", "KeptStore"),
     "turnback.errors": (
         "BlobCorruptError",
         "BusyError",
@@ -152,6 +152,7 @@ __all__ = [
     "Change",
     "Engine",
     "FileState",
+    "KeptStore",
     "KeyUnavailableError",
     "NothingToDoError",
     "OpResult",

@@ -417,3 +417,40 @@ def test_a_link_leading_outside_the_root_is_not_followed_and_its_info_says_it_is
     assert "isFile: false" in info.splitlines(), info
     assert "outside" not in read
     assert secret.read_text() == "outside\n"
+
+
+def test_a_store_whose_database_is_deleted_under_the_server_refuses_its_writes_and_a_new_one_takes_them(
+    home: Path, project: Path, tmp_path: Path
+) -> None:
+    """The server keeps the store open between calls; it is opened again at each call when a new opening would
+    give another: a write after the database was deleted is refused as opening it is (and not made), never
+    recorded into the deleted file; once the folder is moved away, as the refusal advises, the next writes go
+    into the new store, in a session of their own, and the user takes them back there."""
+    todo = project / "notes" / "todo.txt"
+
+    async def body(session: ClientSession) -> tuple[str, str]:
+        await ok(session, "write_file", path="notes/todo.txt", content="one\n")
+        (home / "turnback.db").unlink()
+        refusal = await refused(session, "write_file", path="notes/todo.txt", content="lost?\n")
+        command_refusal = await refused(session, "run_command", command="printf 'lost?\\n' > notes/todo.txt")
+        assert todo.read_bytes() == b"one\n"  # neither the write nor the command was made
+        home.rename(tmp_path / "old-store")
+        await ok(session, "write_file", path="notes/todo.txt", content="two\n")
+        ran = await ok(session, "run_command", command="printf 'three\\n' >> notes/todo.txt")
+        assert ran.splitlines()[-1].startswith("changed notes/todo.txt +1 -0"), ran
+        return refusal, command_refusal
+
+    refusal, command_refusal = serve(home, project, tmp_path / "server.err", body)
+    gone = (
+        f"the database of the store at {home} is gone ({home / 'turnback.db'} does not exist): turnback will not"
+        " start a new, empty store in its place."
+    )
+    assert refusal.startswith("Error executing tool write_file: " + gone), refusal
+    assert command_refusal.startswith("Error executing tool run_command: " + gone), command_refusal
+    assert todo.read_bytes() == b"two\nthree\n"
+    sessions = run_cli(home, "sessions", "--json", cwd=project)
+    assert sessions.rc == 0, sessions
+    assert [item["title"] for item in sessions.json()["sessions"]] == ["MCP client"]  # type: ignore[index]
+    undone = run_cli(home, "undo", "--yes", cwd=project)  # the write and the command: one turn
+    assert undone.rc == 0, undone
+    assert todo.read_bytes() == b"one\n"  # what the file held when the new store first saw it

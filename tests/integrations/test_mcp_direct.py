@@ -197,9 +197,10 @@ def test_the_wire_answers_plain_calls_of_tools_that_do_not_wait_and_only_after_t
     import anyio
 
     import turnback
+    from turnback.engine import KeptStore
     from turnback.mcp.server import Tools, build_server
 
-    engine = turnback.open(str(home), confined=True)
+    kept = KeptStore(lambda: turnback.open(str(home), confined=True), confined=True)
     root = str(project.resolve())
 
     def call(name: str, arguments: object, **extra: object) -> str:
@@ -221,14 +222,16 @@ def test_the_wire_answers_plain_calls_of_tools_that_do_not_wait_and_only_after_t
     ]
 
     async def lines() -> tuple[list[str | None], str | None, list[str | None]]:
-        _, direct = build_server(Tools(engine, engine.new_session(root, title="t"), root, 30.0))
+        with kept.lent() as engine:
+            session = engine.new_session(root, title="t")
+        _, direct = build_server(Tools(kept, session, root, 30.0))
         early = [await direct.answer_line(line) for line in (write, *handshake)]
         return early, await direct.answer_line(write), [await direct.answer_line(line) for line in not_on_the_wire]
 
     try:
         early, answered, passed = anyio.run(lines)
     finally:
-        engine.close()
+        kept.close()
     assert early == [None, None, None]
     assert answered is not None and answered.endswith("\n")
     assert json.loads(answered)["result"]["isError"] is False, answered

@@ -56,7 +56,7 @@ def story(fixed_engine: turnback.Engine, project: Path) -> Story:
 
 @pytest.fixture
 def app(fixed_engine: turnback.Engine, story: Story) -> TurnbackApp:
-    return TurnbackApp(fixed_engine, story.session, lang="en", poll_s=0.2)
+    return TurnbackApp(turnback.KeptStore(lambda: fixed_engine), story.session, lang="en", poll_s=0.2)
 
 
 @pytest.fixture

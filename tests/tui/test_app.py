@@ -14,7 +14,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, OptionList, Static
 
 import turnback
-from tests.conftest import Result, run_cli, tree_state
+from tests.conftest import TEST_KEY, Result, run_cli, tree_state
 from tests.history.helpers import lib_turn
 from tests.tui.conftest import SIZE, Story
 from turnback import short_id
@@ -206,6 +206,27 @@ async def test_undo_is_refused_with_the_reason_while_the_session_is_busy(
         assert tree_state(project) == story.states[3]
 
 
+async def test_an_undo_shown_before_the_database_was_deleted_is_refused_as_opening_the_store_is(
+    story: Story, project: Path, home: Path
+) -> None:
+    """The TUI keeps the store open and opens it again, at each poll and before each command, when a new opening
+    would give another: confirmed after the database was deleted, the undo shown before is refused with the
+    reason opening it gives, and nothing changes (its record would have gone into the deleted file)."""
+    kept = turnback.KeptStore(lambda: turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False))
+    app = TurnbackApp(kept, story.session, lang="en", poll_s=60)  # the command, not a poll, notices it
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await command(pilot, "/undo")
+            assert shown(app, "#prompt") == "undo? y = yes, n = no  (or type /undo confirm)"
+            (home / "turnback.db").unlink()
+            await pilot.press("y")
+            await pilot.pause()
+            assert output(app)[0].startswith(f"the database of the store at {home} is gone"), output(app)
+            assert tree_state(project) == story.states[3]
+    finally:
+        kept.close()
+
+
 async def test_lang_ja_words_every_label_in_japanese(app: TurnbackApp, story: Story) -> None:
     async with app.run_test(size=SIZE) as pilot:
         assert "r Revert" in shown(app, "#keys")
@@ -324,7 +345,7 @@ async def test_an_ignored_file_is_listed_but_its_contents_never_shown(
 ) -> None:
     (project / ".gitignore").write_bytes(b"secret.env\n")
     lib_turn(fixed_engine, story.session.id, "keys", ("write", "secret.env", b"TOKEN=hunter2\n"))
-    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), fixed_engine.session(story.session.id), lang="en")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         screens = [shown(app, "#node"), shown(app, "#diff")]
@@ -353,7 +374,7 @@ async def test_diffs_are_coloured_unless_no_color(
         monkeypatch.setenv("NO_COLOR", "1")
     else:
         monkeypatch.delenv("NO_COLOR", raising=False)
-    app = TurnbackApp(fixed_engine, story.session, lang="en")
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), story.session, lang="en")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         diff = app.query_one("#diff", Static).content
@@ -378,7 +399,7 @@ async def test_a_turns_whole_message_shows_under_its_node_each_line_escaped(
     fixed_engine: turnback.Engine, story: Story
 ) -> None:
     lib_turn(fixed_engine, story.session.id, "fix the parser\nthen the \x1b[2Jdocs", ("write", "a.txt", b"a\n"))
-    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), fixed_engine.session(story.session.id), lang="en")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert shown(app, "#node").splitlines()[1:3] == ["message: fix the parser", "  then the \\033[2Jdocs"]
@@ -388,7 +409,7 @@ async def test_a_session_with_no_turns_yet_shows_each_refusal_as_the_cli_words_i
     cli: Callable[..., Result], fixed_engine: turnback.Engine, project: Path
 ) -> None:
     empty = fixed_engine.new_session(str(project), title="empty")
-    app = TurnbackApp(fixed_engine, empty, lang="en")
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), empty, lang="en")
     async with app.run_test(size=SIZE) as pilot:
         assert shown(app, "#node") == "no turns yet"
         for line, verb in (("/undo", ["undo"]), ("/redo", ["redo"]), ("/diff", ["diff"])):
@@ -536,7 +557,7 @@ async def test_a_call_that_changed_no_line_shows_no_counts(fixed_engine: turnbac
         ("write", "b.txt", b"b\n"),
     )
     turn = lib_turn(fixed_engine, story.session.id, "same bytes, a binary file, a line", *steps)
-    app = TurnbackApp(fixed_engine, fixed_engine.session(story.session.id), lang="en")
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), fixed_engine.session(story.session.id), lang="en")
     async with app.run_test(size=(80, 24)) as pilot:  # narrow: a call's counts stay on one line
         await pilot.pause()
         ids = [short_id(call.id) for call in turn.calls]
@@ -548,7 +569,7 @@ async def test_a_call_that_changed_no_line_shows_no_counts(fixed_engine: turnbac
 async def test_help_aligns_what_each_command_does_by_display_width(
     fixed_engine: turnback.Engine, story: Story, lang: str
 ) -> None:
-    app = TurnbackApp(fixed_engine, story.session, lang=lang)
+    app = TurnbackApp(turnback.KeptStore(lambda: fixed_engine), story.session, lang=lang)
     async with app.run_test(size=(80, 24)) as pilot:
         await command(pilot, "/help")
         rows = [re.match(r"  (\S.*?) {2,}(?=\S)", line) for line in screen_lines(app, "#output")[1:]]

@@ -23,7 +23,9 @@ Compare = Callable[..., bool]
 
 
 def _app(engine: turnback.Engine, story: Story, lang: str) -> TurnbackApp:
-    return TurnbackApp(engine, story.session, lang=lang, poll_s=60)  # no redraw mid-screenshot
+    return TurnbackApp(
+        turnback.KeptStore(lambda: engine), story.session, lang=lang, poll_s=60
+    )  # no redraw mid-screenshot
 
 
 def _typing(line: str) -> Callable[[Pilot[Any]], Any]:

@@ -402,6 +402,27 @@ def test_a_call_or_a_session_that_is_not_there_is_404(served: Served, project: P
     assert served.get(session_path(project, "/calls/0123abcd")).status == 404
 
 
+def test_a_store_whose_database_is_deleted_under_the_server_is_503_and_a_plan_shown_before_is_not_applied(
+    served: Served, project: Project, home: Path, tmp_path: Path
+) -> None:
+    """The server keeps the store open between requests and opens it again when a new opening would give
+    another: once its database is deleted, every request is refused as opening it is (503), and a revert planned
+    before is not applied (nor recorded into the deleted file, where no undo would find it); once the folder is
+    moved away, as the refusal advises, the server answers from the new, empty store."""
+    call = project.calls[0]
+    path = session_path(project, f"/calls/{call}/revert")
+    plan = plan_id(served.post(path, {"apply": False}))
+    (home / "turnback.db").unlink()
+    for reply in (served.get(f"{API}/sessions"), served.post(path, {"apply": True, "plan": plan})):
+        assert (reply.status, reply.code) == (503, "store_database_missing"), reply.json()
+        assert reply.json()["error"]["message"].startswith(f"the database of the store at {home} is gone")
+    assert project.read("a.txt") == b"one\nTWO\nthree\n"
+    home.rename(tmp_path / "old-store")
+    reply = served.get(f"{API}/sessions")
+    assert (reply.status, reply.json()["sessions"]) == (200, [])
+    assert (home / "turnback.db").is_file()
+
+
 # -- taking back: plan, then apply the plan shown -----------------------------------------------------
 
 

@@ -1,5 +1,5 @@
-"""A store kept open across the requests of a long-lived process (the hook relay's), each request served by an
-engine of its own over it."""
+"""A store kept open across the requests of a long-lived process (the hook relay's, the MCP server's, the web
+server's), each request served by an engine of its own over it."""
 
 from __future__ import annotations
 
@@ -20,18 +20,20 @@ class KeptStore:
     folder made read-only, the schema migrated by a newer turnback, the space set aside used), or when the
     folder's config.toml comes to name a database (``store.url``). A shared store (PostgreSQL) is not kept: each
     request opens its own, as before.
-    Opening a store is some 1 ms of each request.
+    Opening a store is some 1 ms of each request. *confined*: the engines over the kept store are, as
+    *open_engine*'s own (the MCP server's file tools refuse paths outside the project whatever the mode).
     """
 
-    def __init__(self, open_engine: Callable[[], Engine]):
+    def __init__(self, open_engine: Callable[[], Engine], *, confined: bool = False):
         self._open_engine = open_engine
+        self._confined = confined
         self._store: StoreBackend | None = None
         self._retired: list[StoreBackend] = []
 
     def engine(self) -> Engine:
         """An engine for one request; hand it back with :meth:`give_back`."""
         if self._store is not None and self._still_this_store(self._store):
-            return Engine(self._store)
+            return Engine(self._store, confined=self._confined)
         if self._store is not None:
             # Left open, idle, until this closes (as the relay always held one): SQLite's last connection to a
             # database writes its log into the file as it closes, and deletes the log by name, where the file

@@ -28,7 +28,8 @@ import subprocess
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import Annotated, Any, Literal
+from contextlib import AbstractContextManager as ContextManager
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -46,14 +47,15 @@ from typing_extensions import TypedDict
 from wcmatch import glob
 
 import turnback
-from turnback import Engine, Session, TurnbackError
+from turnback import Engine, Session, TurnbackError, UsageError
 from turnback.catalog import Message, language, say, word
-from turnback.engine import TextEdit, TextEdited
+from turnback.engine import CommandResult, KeptStore, TextEdit, TextEdited
 from turnback.mcp.direct import DirectCalls, ToolFunction
 from turnback.mcp.wire import run_stdio
 from turnback.render.diff import diff_bytes, file_headers
 from turnback.render.summary import command_line
 
+T = TypeVar("T")
 DEFAULT_TURN_GAP_S = 30.0
 TOOLS = (
     "read_file",
@@ -185,41 +187,69 @@ def _why(exc: OSError | TurnbackError) -> str:
 
 
 class Tools:
-    """The tool implementations: each parses, calls the engine, and words the result for the model."""
+    """The tool implementations: each parses, calls the engine, and words the result for the model.
 
-    def __init__(self, engine: Engine, session: Session, root: str, gap_s: float):
-        self.engine = engine
+    Each call has an engine of its own over the store *kept* open (as the hook relay's events do), so a store
+    whose database was deleted, or made again in its place, is noticed at the next call: a call is refused as
+    opening the store is, never recorded into a database no one will read again (see :meth:`_in_session`).
+    """
+
+    def __init__(self, kept: KeptStore, session: Session, root: str, gap_s: float):
+        self.kept = kept
         self.session = session
         self.root = root
         self.gap_s = gap_s
-        self._hidden = engine.unlisted(session.id)  # never listed, walked or searched: .git, the store
+        self._session_lock = threading.Lock()  # a command's worker thread checks the session too
+        with kept.lent() as engine:
+            self.home, self.store_url = engine.home, engine.store_url
+            self._session_store: object = engine.store if kept.keeps(engine) else None  # the store it is known in
+            self._hidden = engine.unlisted(session.id)  # never listed, walked or searched: .git, the store
 
-    def _call(self, work: Any, engine: Engine | None = None) -> Any:
+    def _call(self, work: Callable[[Engine], T], lend: Callable[[], ContextManager[Engine]] | None = None) -> T:
         """Run *work* inside a tool turn (see :meth:`_answer`)."""
 
-        def in_turn() -> Any:
-            with (engine or self.engine).tool_turn(self.session.id, gap_s=self.gap_s):
-                return work()
+        def in_turn(engine: Engine) -> T:
+            with engine.tool_turn(self.session.id, gap_s=self.gap_s):
+                return work(engine)
 
-        return self._answer(in_turn)
+        return self._answer(in_turn, lend)
 
-    @staticmethod
-    def _answer(work: Any) -> Any:
-        """*work*'s answer; turnback's refusals become tool errors the model reads."""
+    def _answer(self, work: Callable[[Engine], T], lend: Callable[[], ContextManager[Engine]] | None = None) -> T:
+        """*work*'s answer, given an engine that *lend* opens (else one over the kept store); turnback's
+        refusals, opening the store's among them, become tool errors the model reads."""
         try:
-            return work()
+            with (lend or self.kept.lent)() as engine:
+                return work(self._in_session(engine))
         except TurnbackError as exc:
             raise ToolError(word(exc.message)) from exc
         except OSError as exc:
             raise ToolError(f"{exc.filename or ''}: {exc.strerror or exc}".strip(": ")) from exc
 
+    def _in_session(self, engine: Engine) -> Engine:
+        """*engine*, its store holding this server's session: in a store made afresh in the folder (moved away,
+        as the refusal to open a store whose database is gone advises), the calls go on in a new session of the
+        same folder, and the user finds them there."""
+        with self._session_lock:
+            if engine.store is self._session_store:
+                return engine
+            try:
+                engine.store.session(self.session.id)
+            except UsageError as exc:
+                if exc.code != "no_such_session":
+                    raise
+                self.session = engine.new_session(self.root, title=self.session.title)
+            if self.kept.keeps(engine):
+                self._session_store = engine.store
+        return engine
+
     def _read(self, path: str) -> bytes:
-        try:
-            return self.engine.read(self.session.id, path, cwd=self.root)
-        except TurnbackError as exc:
-            raise ToolError(word(exc.message)) from exc
-        except FileNotFoundError as exc:
-            raise ToolError(say("path_missing", path=path)) from exc
+        def read(engine: Engine) -> bytes:
+            try:
+                return engine.read(self.session.id, path, cwd=self.root)
+            except FileNotFoundError as exc:
+                raise ToolError(say("path_missing", path=path)) from exc
+
+        return self._answer(read)
 
     def read_text_file(self, path: str, head: int | None = None, tail: int | None = None) -> str:
         if head is not None and tail is not None:
@@ -258,7 +288,7 @@ class Tools:
 
     def write_file(self, path: str, content: str) -> str:
         call = self._call(
-            lambda: self.engine.write(
+            lambda engine: engine.write(
                 self.session.id,
                 path,
                 content.encode("utf-8"),
@@ -270,8 +300,8 @@ class Tools:
         return say("mcp_wrote", path=path, call=turnback.short_id(call.id))
 
     def edit_file(self, path: str, edits: list[EditOperation], dryRun: bool = False) -> str:
-        def work() -> TextEdited:
-            return self.engine.edit_text(
+        def work(engine: Engine) -> TextEdited:
+            return engine.edit_text(
                 self.session.id,
                 path,
                 [TextEdit(edit["oldText"], edit["newText"]) for edit in edits],
@@ -285,12 +315,12 @@ class Tools:
         return _unified(edited.path, edited.before, edited.after)
 
     def create_directory(self, path: str) -> str:
-        self._call(lambda: self.engine.mkdir(self.session.id, path, cwd=self.root))
+        self._call(lambda engine: engine.mkdir(self.session.id, path, cwd=self.root))
         return say("mcp_created_directory", path=path)
 
     def _where(self, path: str, *, follow: bool = True) -> tuple[Any, Any]:
         found: tuple[Any, Any] = self._answer(
-            lambda: self.engine.browse(self.session.id, path, cwd=self.root, follow_last=follow)
+            lambda engine: engine.browse(self.session.id, path, cwd=self.root, follow_last=follow)
         )
         return found
 
@@ -354,7 +384,7 @@ class Tools:
 
     def move_file(self, source: str, destination: str) -> str:
         """Move a file, link or folder; refused when the destination exists (the reference's contract)."""
-        self._call(lambda: self.engine.move(self.session.id, source, destination, cwd=self.root, replace=False))
+        self._call(lambda engine: engine.move(self.session.id, source, destination, cwd=self.root, replace=False))
         return say("mcp_moved", source=source, destination=destination)
 
     def search_files(self, path: str, pattern: str, excludePatterns: list[str] | None = None) -> str:
@@ -408,7 +438,7 @@ class Tools:
         return say("mcp_allowed_directories", root=self.root)
 
     def delete_file(self, path: str) -> str:
-        self._call(lambda: self.engine.delete(self.session.id, path, cwd=self.root))
+        self._call(lambda engine: engine.delete(self.session.id, path, cwd=self.root))
         return say("mcp_deleted", path=path)
 
     def run_command(self, command: str, timeout: float | None = None, cwd: str | None = None) -> str:
@@ -423,21 +453,11 @@ class Tools:
 
     def run_command_at(self, command: str, workdir: str, timeout: float | None, job: CommandJob) -> str:
         """Run *command* with an engine of its own, so this may run in a worker thread (an SQLite connection
-        serves the thread that opened it) while the server's engine answers other calls; *job* can stop it."""
-        engine = turnback.open(self.engine.home, confined=True, store_url=self.engine.store_url)
-        try:
-            return self._run_command_with(engine, command, workdir, timeout, job)
-        finally:
-            job.ended()
-            engine.close()
-
-    def _run_command_with(
-        self, engine: Engine, command: str, workdir: str, timeout: float | None, job: CommandJob
-    ) -> str:
+        serves the thread that opened it) while the kept store answers other calls; *job* can stop it."""
         with tempfile.TemporaryFile() as output:
 
-            def work() -> Any:
-                return engine.run_command(
+            def work(engine: Engine) -> tuple[CommandResult, str | None]:
+                result = engine.run_command(
                     self.session.id,
                     ["sh", "-c", command],
                     cwd=workdir,
@@ -447,8 +467,12 @@ class Tools:
                     process_group=True,
                     started=job.started,
                 )
+                return result, result.line or command_line(result.call.changes, engine.load)
 
-            result = self._call(work, engine)
+            try:
+                result, changed = self._call(work, self._engine_of_this_thread)
+            finally:
+                job.ended()
             output.seek(0)
             text = output.read().decode("utf-8", "replace")
         lines = [text.rstrip("\n")] if text else []
@@ -456,10 +480,12 @@ class Tools:
             lines.append(say("mcp_command_still_running", seconds=f"{timeout:g}"))
         else:
             lines.append(say("mcp_exit_status", status=result.exit_code))
-        line = result.line or command_line(result.call.changes, engine.load)
-        if line:
-            lines.append(line)
+        if changed:
+            lines.append(changed)
         return "\n".join(lines)
+
+    def _engine_of_this_thread(self) -> Engine:
+        return turnback.open(self.home, confined=True, store_url=self.store_url)
 
 
 def _hints(*, read_only: bool, destructive: bool = False, idempotent: bool = False, open_world: bool = False) -> Any:
@@ -653,15 +679,16 @@ def serve(
     real_root = os.path.realpath(root)
     if not os.path.isdir(real_root):
         raise turnback.UsageError(Message("mcp_root_not_folder", path=root))
-    engine = turnback.open(home, confined=True, store_url=store_url)
+    kept = KeptStore(lambda: turnback.open(home, confined=True, store_url=store_url), confined=True)
     turnback.Engine.auto_start_watchers()  # its commands on a big project start the watcher they share
     try:
-        language.set(turnback.pick_language(lang, engine.home))
-        session = engine.new_session(real_root, title=title or "MCP client")
-        gap = float(engine.config_value("mcp.turn_gap_s", project_root=real_root))  # type: ignore[arg-type]
-        anyio.run(run_stdio, *build_server(Tools(engine, session, real_root, gap)))
+        with kept.lent() as engine:
+            language.set(turnback.pick_language(lang, engine.home))
+            session = engine.new_session(real_root, title=title or "MCP client")
+            gap = float(engine.config_value("mcp.turn_gap_s", project_root=real_root))  # type: ignore[arg-type]
+        anyio.run(run_stdio, *build_server(Tools(kept, session, real_root, gap)))
     finally:
-        engine.close()
+        kept.close()
 
 
 __all__ = ["TOOLS", "Tools", "build_server", "serve"]

@@ -5,17 +5,17 @@ Imported only by ``turnback tui``: nothing on a hook's path, nor the rest of the
 
 from __future__ import annotations
 
-from turnback import Engine, Session
+from turnback import KeptStore, Session
 from turnback.tui.app import TurnbackApp
 
 
-def run(engine: Engine, session: Session, *, lang: str) -> int:
-    """Run the TUI on *session* until the user quits; the exit code.
+def run(kept: KeptStore, session: Session, *, lang: str) -> int:
+    """Run the TUI on *session*, over the store *kept* open, until the user quits; the exit code.
 
     Textual shows an error it caught inside the app and ends it with return code 1; that is a bug, which
     the CLI's boundary logs and ends with its own code.
     """
-    app = TurnbackApp(engine, session, lang=lang)
+    app = TurnbackApp(kept, session, lang=lang)
     code = app.run()
     if code is None and app.return_code == 1:
         raise RuntimeError("turnback tui ended on an unexpected error (shown above)")

@@ -26,7 +26,7 @@ from textual.widgets import Button, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 import turnback
-from turnback import Call, Engine, Plan, Session, Turn, short_id
+from turnback import Call, KeptStore, Plan, Session, Turn, short_id
 from turnback.catalog import Message, language, say, word
 from turnback.render import data, text, views
 from turnback.render.terminal import display_width, escape_line
@@ -220,9 +220,13 @@ class TurnbackApp(App[int]):
         Binding("escape", "decline", show=False),
     ]
 
-    def __init__(self, engine: Engine, session: Session, *, lang: str, poll_s: float = 0.5):
+    def __init__(self, kept: KeptStore, session: Session, *, lang: str, poll_s: float = 0.5):
+        """*kept*: the store, kept open while the TUI runs; at each poll and before each command the engine is
+        the one a new opening would give (a database deleted or made again in its place is noticed: a command
+        is refused as opening the store is, never applied with its record going into a file no one reads)."""
         super().__init__()
-        self.engine = engine
+        self.kept = kept
+        self.engine = kept.engine()
         self.session_id = session.id
         self.lang = lang
         self.poll_s = poll_s
@@ -281,12 +285,22 @@ class TurnbackApp(App[int]):
 
     def poll(self) -> None:
         """Redraw when another process recorded something (a turn, a call, an operation, a busy mark)."""
+        if not self.is_running:  # a tick while the app shuts down: its widgets are already gone
+            return
         try:
+            self._engine_afresh()
             if self.engine.change_mark(self.session_id) != self._mark:
                 self.reload()
         except turnback.TurnbackError as error:  # the store busy a moment, or the session deleted meanwhile
             with self.worded():
                 self.show_output(plain([word(error.message)]), refused=True)
+
+    def _engine_afresh(self) -> None:
+        """The engine over the store a new opening gives now (the kept one while it is still that); unchanged
+        when the store cannot be opened (the error says why)."""
+        engine = self.kept.engine()
+        self.engine, engine = engine, self.engine
+        self.kept.give_back(engine)
 
     def reload(self) -> None:
         engine, session_id = self.engine, self.session_id
@@ -453,6 +467,7 @@ class TurnbackApp(App[int]):
     def run_command(self, command: Command) -> None:
         """Run *command*; a refusal is shown with the engine's message, in the TUI's language."""
         try:
+            self._engine_afresh()
             self._dispatch(command)
         except turnback.TurnbackError as error:
             with self.worded():

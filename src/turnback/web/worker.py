@@ -13,6 +13,7 @@ from typing import Any, NamedTuple, TypeVar
 import turnback
 from turnback import Engine, boundary
 from turnback.catalog import language
+from turnback.engine import KeptStore
 
 T = TypeVar("T")
 
@@ -57,41 +58,41 @@ def refusal(error: turnback.TurnbackError) -> Answer:
 
 
 class EngineThread:
-    """The engine, opened on first use in a thread of its own; every call to it runs there, one at a time."""
+    """The store, opened on first use in a thread of its own and kept open there (``engine.KeptStore``: opened
+    again when a new opening would give another store, its database deleted or made again in its place, so no
+    request is answered from, or recorded into, a database no one reads); every call to it runs there, one at a
+    time, with an engine of its own."""
 
     def __init__(self, open_engine: Callable[[], Engine]):
-        self._open = open_engine
-        self._engine: Engine | None = None
+        self._kept = KeptStore(open_engine)
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="turnback-engine")
 
     async def call(self, work: Callable[[Engine], T], lang: str = "en") -> T:
         """*work* run with the engine, its messages worded in *lang*."""
+        return await self._in_thread(lang, lambda: self._with_engine(work))
+
+    async def run(self, lang: str, work: Callable[[Engine], Answer]) -> Answer:
+        """*work*'s answer; a refusal, opening the store's among them, becomes its error object, worded in *lang*."""
+        return await self._in_thread(lang, lambda: _refusing(lambda: self._with_engine(work)))
+
+    async def _in_thread(self, lang: str, job: Callable[[], T]) -> T:
         context = contextvars.copy_context()
         context.run(language.set, lang)
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, context.run, self._with_engine, work)
-
-    async def run(self, lang: str, work: Callable[[Engine], Answer]) -> Answer:
-        """*work*'s answer; a refusal becomes its error object, worded in *lang*."""
-        return await self.call(lambda engine: _refusing(work, engine), lang)
+        return await loop.run_in_executor(self._executor, context.run, job)
 
     def _with_engine(self, work: Callable[[Engine], T]) -> T:
-        if self._engine is None:
-            self._engine = self._open()
-        return work(self._engine)
+        with self._kept.lent() as engine:
+            return work(engine)
 
     def close(self) -> None:
-        def close_engine() -> None:
-            if self._engine is not None:
-                self._engine.close()
-
-        self._executor.submit(close_engine).result()
+        self._executor.submit(self._kept.close).result()
         self._executor.shutdown()
 
 
-def _refusing(work: Callable[[Engine], Answer], engine: Engine) -> Answer:
+def _refusing(answer: Callable[[], Answer]) -> Answer:
     try:
-        return work(engine)
+        return answer()
     except turnback.TurnbackError as error:
         return refusal(error)
 

@@ -35,4 +35,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         raise turnback.UsageError(Message("tui_needs_terminal"))
     from turnback import tui
 
-    return tui.run(ctx.engine, session, lang=language.get())
+    kept = turnback.KeptStore(lambda: turnback.open(ctx.home, store_url=ctx.store_url))
+    try:
+        return tui.run(kept, session, lang=language.get())
+    finally:
+        kept.close()
