@@ -13,6 +13,7 @@ import json
 import os
 import re
 import shlex
+import sys
 import threading
 import time
 from pathlib import Path
@@ -380,3 +381,43 @@ def test_a_store_whose_database_was_deleted_is_not_replaced_and_claude_code_goes
     assert (log.rc, log.out) == (1, ""), log
     assert log.err.startswith(f"turnback: the database of the store at {claude.home} is gone ("), log
     assert not any(claude.home.glob("turnback.db*"))
+
+
+def test_turnback_mcp_under_claude_code_refuses_a_write_once_its_database_is_deleted_and_the_model_is_told(
+    claude: RealClaude, project: Path
+) -> None:
+    """The real Claude Code as the MCP client of ``turnback mcp``: the server keeps its store open across the
+    calls; with the database deleted between two turns, the next ``write_file`` is refused with what is gone
+    (the model reads it), the file keeps its bytes, and nothing is recorded into the deleted file. Once the
+    store's folder is moved away, as the refusal advises, the next write goes through again."""
+    servers = {
+        "mcpServers": {
+            "turnback": {"command": sys.executable, "args": ["-m", "turnback", "mcp", "--root", str(project)]}
+        }
+    }
+    write = "mcp__turnback__write_file"
+    claude.api.script[:] = [
+        Tools((Tool(write, {"path": "m.txt", "content": "one\n"}),)),
+        Text("Turn one done."),
+        Tools((Tool(write, {"path": "m.txt", "content": "two\n"}),)),
+        Text("Turn two refused."),
+        Tools((Tool(write, {"path": "m.txt", "content": "three\n"}),)),
+        Text("Turn three done."),
+    ]
+    stream = claude.stream(SKIP, "--strict-mcp-config", "--mcp-config", json.dumps(servers))
+    assert turn(stream, "first")["subtype"] == "success"
+    assert (project / "m.txt").read_bytes() == b"one\n"
+    for suffix in ("", "-wal", "-shm"):
+        (claude.home / f"turnback.db{suffix}").unlink(missing_ok=True)
+    assert turn(stream, "second")["subtype"] == "success"
+    assert (project / "m.txt").read_bytes() == b"one\n"
+    told = json.dumps([r.body for r in claude.api.requests if r.main][-1]["messages"])
+    assert f"the database of the store at {claude.home} is gone" in told, told
+    claude.home.rename(claude.home.with_name("old-store"))
+    assert turn(stream, "third")["subtype"] == "success"
+    assert stream.close() == 0
+    assert (project / "m.txt").read_bytes() == b"three\n"
+    log = run_cli(claude.home, "log", "--json", cwd=project)
+    assert log.rc == 0, log
+    written = [call["tool"] for turn in log.json()["turns"] for call in turn["calls"]]  # type: ignore[attr-defined]
+    assert "write_file" in written, log.out
