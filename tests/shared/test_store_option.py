@@ -20,6 +20,18 @@ from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from tests.integrations.test_mcp import drive, ok  # noqa: E402
 
 
+def connections(store_url: str) -> int:
+    """The connections to the test database other than this one's (each test process has a server of its own)."""
+    import psycopg
+
+    with psycopg.connect(store_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
 def _titles(home: Path, *store: str) -> list[str]:
     listed = run_cli(home, *store, "sessions", "--json")
     assert listed.rc == 0, listed.err
@@ -37,6 +49,11 @@ def test_mcp_records_into_the_database_store_names(home: Path, project: Path, st
     async def body(session: ClientSession) -> None:
         await ok(session, "write_file", path="notes.txt", content="one\n")
         await ok(session, "run_command", command="echo two >> notes.txt")  # an engine of its own, same store
+        for number in range(10):  # a shared store is opened for each call, and closed after it
+            await ok(session, "read_text_file", path="notes.txt")
+            await ok(session, "write_file", path=f"scratch-{number}.txt", content="x\n")
+            await ok(session, "delete_file", path=f"scratch-{number}.txt")
+        assert connections(store_url) <= 2  # the lease's own, and none left open by the calls
 
     drive(params, tmp_path / "server.err", body)
     assert (project / "notes.txt").read_bytes() == b"one\ntwo\n"
@@ -51,9 +68,11 @@ def test_serve_shows_the_database_store_names(home: Path, project: Path, store_u
     assert run_cli(home, "--store", store_url, "session", "new", "--title", "shared work", cwd=project).rc == 0
     served = serve(home, "--store", store_url)
     try:
-        reply = served.get("/api/v1/sessions")
-        assert reply.status == 200, reply.body
-        assert [item["title"] for item in reply.json()["sessions"]] == ["shared work"]
+        for _ in range(10):  # a shared store is opened for each request, and closed after it
+            reply = served.get("/api/v1/sessions")
+            assert reply.status == 200, reply.body
+            assert [item["title"] for item in reply.json()["sessions"]] == ["shared work"]
+        assert connections(store_url) <= 2
     finally:
         served.stop()
 

@@ -16,7 +16,10 @@ def run(kept: KeptStore, session: Session, *, lang: str) -> int:
     the CLI's boundary logs and ends with its own code.
     """
     app = TurnbackApp(kept, session, lang=lang)
-    code = app.run()
+    try:
+        code = app.run()
+    finally:
+        kept.give_back(app.engine)  # a shared store's (one opened for the last poll or command) is closed
     if code is None and app.return_code == 1:
         raise RuntimeError("turnback tui ended on an unexpected error (shown above)")
     return code or 0
