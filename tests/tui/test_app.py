@@ -227,6 +227,21 @@ async def test_an_undo_shown_before_the_database_was_deleted_is_refused_as_openi
         kept.close()
 
 
+async def test_the_poll_after_the_database_was_deleted_shows_why_the_store_cannot_be_read(
+    story: Story, home: Path
+) -> None:
+    kept = turnback.KeptStore(lambda: turnback.Engine.open(str(home), key_secret=TEST_KEY, try_keyring=False))
+    app = TurnbackApp(kept, story.session, lang="en", poll_s=0.1)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            await pilot.pause()
+            (home / "turnback.db").unlink()
+            await pilot.pause(0.5)
+            assert output(app)[0].startswith(f"the database of the store at {home} is gone"), output(app)
+    finally:
+        kept.close()
+
+
 async def test_lang_ja_words_every_label_in_japanese(app: TurnbackApp, story: Story) -> None:
     async with app.run_test(size=SIZE) as pilot:
         assert "r Revert" in shown(app, "#keys")
