@@ -62,3 +62,32 @@ def test_a_store_moves_to_postgresql_and_back(store_url: str, tmp_path: Path, pr
         "turnback: the target store is not new (it holds a project already); copy into a new folder or an empty"
         " database",
     )
+
+
+def test_a_first_snapshot_kept_in_packs_moves_to_postgresql(store_url: str, tmp_path: Path) -> None:
+    """A plain folder's first snapshot, read by workers, keeps its copies in pack files of the local store's
+    folder; the shared store has none, so the copy puts them into its rows, and undoes from them."""
+    local = tmp_path / "local"
+    project = tmp_path / "plain"
+    for n in range(300):  # more folders than a split hands out: workers read them
+        folder = project / f"d{n:03}"
+        folder.mkdir(parents=True)
+        (folder / "file.txt").write_bytes(f"file {n}\n".encode() * (n + 1))
+    before = tree_state(project)
+    assert run_cli(local, "init", cwd=project).rc == 0
+    session = run_cli(local, "session", "new", cwd=project).out.strip()
+    assert run_cli(local, "turn", "begin", "--session", session, cwd=project).rc == 0
+    shell = run_cli(local, "exec", "--session", session, "--", "sh", "-c", "rm -r d0*", cwd=project)
+    assert shell.rc == 0, shell.err
+    assert run_cli(local, "turn", "end", "--session", session, cwd=project).rc == 0
+    assert [pack.suffix for pack in (local / "packs").iterdir()] == [".pack", ".pack"]  # one per worker
+
+    moved = run_cli(local, "store", "copy", str(local), store_url, cwd=project)
+    assert moved.rc == 0, moved.err
+    shared = {"TURNBACK_STORE": store_url}
+    for pack in (local / "packs").iterdir():
+        pack.unlink()  # the shared store needs none of the local folder's packs
+    undone = run_cli(local, "undo", "--yes", "--session", session, cwd=project, env=shared)
+    assert undone.rc == 0, undone.err
+    assert tree_state(project) == before
+    assert run_cli(local, "verify", cwd=project, env=shared).rc == 0

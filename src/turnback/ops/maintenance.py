@@ -101,6 +101,7 @@ def gc(store: StoreBackend, *, vacuum: bool | None = None) -> Reclaimed:
                 store.blobs.delete(blob.id)
                 result.blobs += 1
                 result.bytes += blob.stored
+    result.bytes += store.blobs.reclaim_packs(store.transaction)
     space = store.free_space()
     free, total = space.free_bytes, space.total_bytes
     worth = free >= VACUUM_FREE_BYTES or (total and free / total >= VACUUM_FREE_SHARE and free > 1 << 20)

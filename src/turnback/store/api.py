@@ -74,6 +74,7 @@ from turnback.store.records import (
     Notice,
     OperationSummary,
     OverlappingCall,
+    PackedBlob,
     PathKey,
     RegisteredProject,
     RunningCommand,
@@ -91,6 +92,8 @@ from turnback.store.records import (
 class BlobBackend(Protocol):
     """Content, stored once under its keyed hash, compressed and sealed; large content in checked chunks."""
 
+    packs: str | None  # the folder of the store's pack files (``None``: the store keeps every blob in its rows)
+
     def put_bytes(self, data: bytes) -> BlobId:
         """Store *data* (once) and return its content id."""
 
@@ -102,6 +105,12 @@ class BlobBackend(Protocol):
 
     def put_sealed(self, rows: Sequence[SealedBlob]) -> None:
         """Store rows ``seal_chunks`` made (inside a transaction); a blob already stored stays as it is."""
+
+    def put_packed(self, rows: Sequence[PackedBlob]) -> None:
+        """Store the rows of blobs written into a synced pack (inside a transaction); one stored stays as it is."""
+
+    def sealed(self, blob_id: bytes) -> bytes:
+        """A blob's sealed bytes as stored, out of its row or its pack."""
 
     def has(self, blob_id: BlobId) -> bool: ...
 
@@ -131,6 +140,9 @@ class BlobBackend(Protocol):
         """The chunks that the chunk lists among *blob_ids* name."""
 
     def delete(self, blob_id: bytes) -> None: ...
+
+    def reclaim_packs(self, transaction: Callable[[], contextlib.AbstractContextManager[None]]) -> int:
+        """Give back what idle packs hold that no row needs (folding a mostly unneeded one into its rows)."""
 
 
 class ProjectStore(Protocol):

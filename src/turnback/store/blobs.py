@@ -14,10 +14,19 @@ files share (the way git's delta packs do across files): once a store has
 one (trained on a project's first files, sealed in ``meta``, never changed),
 data blobs up to ``DICT_MAX_BLOB`` are compressed with it (kind
 ``KIND_DATA_DICT``). Blobs stored before it stay as they are.
+
+A plain folder's first snapshot is read by forked workers (``capture.scan.cold``): each writes the sealed
+bytes into a pack file of its own (``packs/<32 hex>.pack``, ``PackWriter``) and syncs it before the rows that
+name it (``pack``, ``pack_at``, an empty ``data``) are sent to the one process that writes the database, which
+then never copies those bytes into a transaction of its own. A shared store has no packs. ``gc`` folds a pack
+most of whose bytes are no longer needed back into rows, and deletes a pack no row names once it is idle.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import NamedTuple, Protocol
@@ -26,9 +35,10 @@ import zstandard
 
 from turnback.catalog import Message
 from turnback.errors import BlobCorruptError
+from turnback.fsio import STEPS
 from turnback.model import BlobId
 from turnback.store.crypto import ID_LEN, Crypto
-from turnback.store.records import SealedBlob, StoredBlob, StoredContent
+from turnback.store.records import PackedBlob, SealedBlob, StoredBlob, StoredContent
 from turnback.store.sql import SqlDatabase
 
 CHUNK_SIZE = 4 << 20
@@ -47,6 +57,71 @@ DICT_COVER_D = 8
 DICT_LOOK_AGAIN_S = 10.0
 
 
+PACKS_DIR = "packs"
+PACK_IDLE_S = 3600  # a pack written to within this long may belong to a first snapshot still running
+_PACK_NAME = re.compile(r"[0-9a-f]{32}\.pack")
+_PACK_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def is_pack_name(name: str) -> bool:
+    """Whether *name* is one ``PackWriter`` makes (a row's ``pack`` is checked before it is opened)."""
+    return _PACK_NAME.fullmatch(name) is not None
+
+
+class PackWriter:
+    """One worker's pack file, made in *folder* (a private folder of the store) on the first ``append``: sealed
+    blobs one after the other, nothing else (the rows that name them say where each starts and how long it is).
+
+    ``sync`` makes all appended durable, the file and its name; only then may rows naming them be stored.
+    """
+
+    def __init__(self, folder: str):
+        self._folder = folder
+        self.name = f"{os.urandom(16).hex()}.pack"
+        self._fd = -1
+        self.size = 0
+        self._named = False  # the folder synced since the file was made
+
+    def append(self, sealed: bytes) -> int:
+        """Write *sealed* at the end of the pack; where it starts."""
+        if self._fd < 0:
+            folder = os.open(self._folder, _DIR_FLAGS)
+            try:
+                self._fd = os.open(
+                    self.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=folder
+                )
+            finally:
+                os.close(folder)
+        at = self.size
+        view = memoryview(sealed)
+        while view:
+            view = view[STEPS.write(self._fd, view) :]
+        self.size += len(sealed)
+        return at
+
+    def sync(self) -> None:
+        if self._fd < 0:
+            return
+        STEPS.fsync(self._fd)
+        if not self._named:
+            folder = os.open(self._folder, _DIR_FLAGS)
+            try:
+                STEPS.fsync(folder)
+            finally:
+                os.close(folder)
+            self._named = True
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _pack_unreadable(blob: str, pack: str, exc: OSError) -> Message:
+    return Message("blob_pack_unreadable", blob=blob, pack=pack, error=exc.strerror or type(exc).__name__)
+
+
 def _context(blob_id: bytes, kind: int) -> bytes:
     return b"blob" + blob_id + bytes([kind])
 
@@ -54,6 +129,10 @@ def _context(blob_id: bytes, kind: int) -> bytes:
 # Blob ids asked about in one query (``present``).
 _IDS_PER_QUERY = 500
 _INSERT_BLOB = "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+_INSERT_PACKED = (
+    "INSERT INTO blobs(id, kind, size, stored, data, pack, pack_at, created_at) VALUES(?,?,?,?,?,?,?,?) "
+    "ON CONFLICT DO NOTHING"
+)
 
 
 class _Opened(NamedTuple):
@@ -66,9 +145,11 @@ class _PutBlob(Protocol):
 
 
 class BlobStore:
-    def __init__(self, db: SqlDatabase, crypto: Crypto):
+    def __init__(self, db: SqlDatabase, crypto: Crypto, packs: str | None = None):
+        """*packs*: the folder of this store's pack files (``None``: a store without any, a shared one)."""
         self._db = db
         self._crypto = crypto
+        self.packs = packs
         self._compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
         self._decompressor = zstandard.ZstdDecompressor()
         self._dict_compressor: zstandard.ZstdCompressor | None = None
@@ -134,6 +215,14 @@ class BlobStore:
         now = time.time_ns()
         self._db.executemany(
             _INSERT_BLOB, [(row.id, row.kind, row.size, len(row.sealed), row.sealed, now) for row in rows]
+        )
+
+    def put_packed(self, rows: Sequence[PackedBlob]) -> None:
+        """Store the rows of blobs a worker wrote into a pack it synced; one already stored stays as it is."""
+        now = time.time_ns()
+        self._db.executemany(
+            _INSERT_PACKED,
+            [(row.id, row.kind, row.size, row.stored, b"", row.pack, row.at, now) for row in rows],
         )
 
     def put_bytes(self, data: bytes) -> BlobId:
@@ -203,11 +292,48 @@ class BlobStore:
             found.update(row["id"] for row in rows if isinstance(row["id"], bytes))
         return found
 
-    def _get(self, blob_id: bytes) -> _Opened:
-        row = self._db.one("SELECT kind, data FROM blobs WHERE id=?", (blob_id,))
+    def _read_packed(self, blob_id: bytes, pack: object, at: object, length: object) -> bytes:
+        """A packed blob's sealed bytes, read from its pack (never through a link, by a name checked first)."""
+        blob = blob_id[:6].hex()
+        if not (isinstance(pack, str) and isinstance(at, int) and isinstance(length, int)) or not is_pack_name(pack):
+            raise BlobCorruptError(Message("blob_damaged", blob=blob))
+        if self.packs is None:
+            raise BlobCorruptError(Message("blob_pack_missing", blob=blob, pack=pack))
+        try:
+            folder = os.open(self.packs, _DIR_FLAGS)
+            try:
+                fd = os.open(pack, _PACK_FLAGS, dir_fd=folder)
+            finally:
+                os.close(folder)
+        except FileNotFoundError as exc:
+            raise BlobCorruptError(Message("blob_pack_missing", blob=blob, pack=pack)) from exc
+        except OSError as exc:  # a link in its place (never followed), or a pack this user may not read
+            raise BlobCorruptError(_pack_unreadable(blob, pack, exc)) from exc
+        try:
+            sealed = os.pread(fd, length, at)
+        except OSError as exc:
+            raise BlobCorruptError(_pack_unreadable(blob, pack, exc)) from exc
+        finally:
+            os.close(fd)
+        if len(sealed) != length:
+            raise BlobCorruptError(Message("blob_pack_short", blob=blob, pack=pack))
+        return sealed
+
+    def _sealed_row(self, blob_id: bytes) -> tuple[int, bytes]:
+        """A blob's kind and its sealed bytes, from its row or its pack."""
+        row = self._db.one("SELECT kind, data, pack, pack_at, stored FROM blobs WHERE id=?", (blob_id,))
         if row is None:
             raise BlobCorruptError(Message("blob_missing", blob=blob_id[:6].hex()))
-        kind, sealed = row["kind"], row["data"]
+        if row["pack"] is not None:
+            return row["kind"], self._read_packed(blob_id, row["pack"], row["pack_at"], row["stored"])
+        return row["kind"], row["data"]
+
+    def sealed(self, blob_id: bytes) -> bytes:
+        """A blob's sealed bytes as stored (a copy of the store takes them as they are, out of any pack)."""
+        return self._sealed_row(blob_id)[1]
+
+    def _get(self, blob_id: bytes) -> _Opened:
+        kind, sealed = self._sealed_row(blob_id)
         if kind not in (KIND_DATA, KIND_CHUNKS, KIND_DATA_DICT) or not isinstance(sealed, bytes):
             raise BlobCorruptError(Message("blob_damaged", blob=blob_id[:6].hex()))
         decompressor = self._decompressor
@@ -295,8 +421,47 @@ class BlobStore:
         return found
 
     def delete(self, blob_id: bytes) -> None:
-        """Delete a blob nothing needs (gc decides which)."""
+        """Delete a blob nothing needs (gc decides which); a packed one's bytes go with its pack (``reclaim_packs``)."""
         self._db.execute("DELETE FROM blobs WHERE id=?", (blob_id,))
 
+    def reclaim_packs(self, transaction: Callable[[], contextlib.AbstractContextManager[None]]) -> int:
+        """Delete the idle packs no row names, and fold into their rows those whose rows need less than half of
+        them, then delete them; the bytes given back. Each pack is folded in a *transaction* committed before
+        the pack is deleted. A pack written to in the last ``PACK_IDLE_S`` is left (a first snapshot may be
+        writing it, its rows not stored yet)."""
+        if self.packs is None:
+            return 0
+        try:
+            names = sorted(name for name in os.listdir(self.packs) if is_pack_name(name))
+        except FileNotFoundError:
+            return 0
+        freed = 0
+        idle_before = time.time() - PACK_IDLE_S
+        for name in names:
+            path = os.path.join(self.packs, name)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            if st.st_mtime > idle_before:
+                continue
+            needed = self._db.one(
+                "SELECT COUNT(*) AS rows, COALESCE(SUM(stored), 0) AS bytes FROM blobs WHERE pack=?", (name,)
+            )
+            assert needed is not None  # an aggregate always answers
+            if needed["rows"] and needed["bytes"] * 2 >= st.st_size:
+                continue
+            if needed["rows"]:
+                with transaction():
+                    rows = self._db.all("SELECT id, pack_at, stored FROM blobs WHERE pack=?", (name,))
+                    for row in rows:
+                        sealed = self._read_packed(bytes(row["id"]), name, row["pack_at"], row["stored"])
+                        self._db.execute(
+                            "UPDATE blobs SET data=?, pack=NULL, pack_at=NULL WHERE id=?", (sealed, row["id"])
+                        )
+            os.unlink(path)
+            freed += st.st_size - needed["bytes"]
+        return freed
 
-__all__ = ["CHUNK_SIZE", "BlobStore"]
+
+__all__ = ["CHUNK_SIZE", "PACKS_DIR", "BlobStore", "PackWriter", "is_pack_name"]

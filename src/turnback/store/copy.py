@@ -38,6 +38,7 @@ _TABLES: tuple[tuple[str, str], ...] = (
     ("must_read", "ORDER BY session_id, path_id"),
 )
 _IDENTITIES = ("changes", "ref_changes", "notices")  # integer ids the copy keeps: the target counts on from them
+_PACK_COLUMNS = ("pack", "pack_at")  # a copied blob is put into its row, never left in a pack
 _KEY_META = ("store_id", "salt", "key_source", "key_check", "zstd_dictionary")
 
 
@@ -94,12 +95,17 @@ def copy_store(source_backend: StoreBackend, target_backend: StoreBackend) -> St
                 f"INSERT INTO {table}({', '.join(columns)}) VALUES({marks})",
                 [tuple(row[column] for column in columns) for row in rows],
             )
-        columns = _columns("blobs")
+        columns = [column for column in _columns("blobs") if column not in _PACK_COLUMNS]
         for blob_id in blob_ids:
             row = source.db.one(f"SELECT {', '.join(columns)} FROM blobs WHERE id=?", (blob_id,))
+            assert row is not None  # listed and verified above, in this process
+            # A packed blob's bytes go into its row: the target's folder (or host) has no pack of the source's.
+            values = {column: row[column] for column in columns}
+            if not values["data"]:
+                values["data"] = source.blobs.sealed(blob_id)
             target.db.execute(
                 f"INSERT INTO blobs({', '.join(columns)}) VALUES({', '.join('?' for _ in columns)})",
-                tuple(row[column] for column in columns),
+                tuple(values[column] for column in columns),
             )
         target.identities_follow(_IDENTITIES)
     _copy_key_file(source.home, target.home, meta)

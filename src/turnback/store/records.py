@@ -161,6 +161,17 @@ class SealedBlob(NamedTuple):
     sealed: bytes
 
 
+class PackedBlob(NamedTuple):
+    """One blob row whose sealed bytes a worker wrote into a pack file (and synced) instead of sending them."""
+
+    id: bytes
+    kind: int
+    size: int  # the content's size (a chunk list's is the whole content's)
+    stored: int  # the sealed bytes' length in the pack
+    pack: str  # the pack's file name
+    at: int  # where they start in it
+
+
 __all__ = [
     "BusyMark",
     "CachedSnapshot",
@@ -175,6 +186,7 @@ __all__ = [
     "Notice",
     "OperationSummary",
     "OverlappingCall",
+    "PackedBlob",
     "PathKey",
     "RegisteredProject",
     "RunningCommand",

@@ -186,6 +186,12 @@ MIGRATIONS: list[list[str]] = [
     [
         "ALTER TABLE snapshots ADD COLUMN base_id TEXT",
     ],
+    # 9: a blob whose sealed bytes are in a pack file of the store's folder (its name, where they start)
+    [
+        "ALTER TABLE blobs ADD COLUMN pack TEXT",
+        "ALTER TABLE blobs ADD COLUMN pack_at INTEGER",
+        "CREATE INDEX blobs_by_pack ON blobs(pack) WHERE pack IS NOT NULL",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

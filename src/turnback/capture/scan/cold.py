@@ -3,9 +3,11 @@
 The process that scans walks the top of the tree itself, storing what it meets there (its first small files
 train the store's dictionary), down to ``SPLIT_UNITS`` folders; then forked processes, one per CPU, take those
 folders one at a time and walk each as ``Scanner`` does, reading, hashing, compressing and sealing every file
-(``BlobBackend.seal_chunks``: no database asked). They send the sealed rows, and each folder's entries once it
-is walked, on a pipe; the scanning process, the only one that writes, stores the rows one transaction per batch
-(``BatchedWriter``) and puts the entries together.
+(``BlobBackend.seal_chunks``: no database asked). Where the store keeps packs, each worker writes the sealed
+bytes into a pack file of its own and sends, once every ``PACK_SYNC_BYTES`` it synced, the rows naming them;
+else it sends the sealed rows themselves. It sends each folder's entries once it is walked, on the same pipe;
+the scanning process, the only one that writes, stores the rows one transaction per batch (``BatchedWriter``)
+and puts the entries together.
 
 A worker that fails (killed, or an error it cannot answer) makes the whole scan run again in one process, which
 then meets the error where it is; what the workers sealed and the parent stored stays (the same ids).
@@ -26,15 +28,20 @@ from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
 from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner
+from turnback.fsio import ensure_private_dir
 from turnback.model import BlobId
 from turnback.store.api import BlobBackend, StoreBackend
-from turnback.store.records import SealedBlob
+from turnback.store.blobs import PackWriter
+from turnback.store.records import PackedBlob, SealedBlob
 
 SEND_BYTES = 1 << 20  # sealed rows a worker holds before it sends them
+# What a worker writes into its pack between two syncs (each sync is then followed by the rows it made durable):
+# the rows wait in the worker, about 100 bytes each, and the parent's transactions hold no sealed bytes.
+PACK_SYNC_BYTES = 8 << 20
 # Each message on a worker's pipe: the length of its marshal's bytes and of the contents after them, the marshal's
 # bytes, then the sealed contents as they are (a 4 MiB chunk not copied twice more, into marshal's bytes and a frame).
 _FRAME = struct.Struct("<II")
-_ROWS, _FOLDER = 0, 1  # what a message holds: sealed rows, or a folder walked
+_ROWS, _FOLDER, _PACKED = 0, 1, 2  # what a message holds: sealed rows, a folder walked, or rows of a pack
 
 
 class _SealingScanner(Scanner):
@@ -61,6 +68,9 @@ class _SealingScanner(Scanner):
         self._row_bytes = 0
         self._contents = 0  # files whose rows are among those held
         self._content_bytes = 0
+        self._pack = PackWriter(blobs.packs) if blobs.packs is not None else None
+        self._packed: list[tuple[bytes, int, int, int, str, int]] = []
+        self._unsynced = 0  # bytes appended to the pack since its last sync
 
     def _seal(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         stored = self._blobs.seal_chunks(chunks, self._hold)
@@ -69,6 +79,13 @@ class _SealingScanner(Scanner):
         return stored.blob, stored.size
 
     def _hold(self, row: SealedBlob) -> None:
+        if self._pack is not None:
+            at = self._pack.append(row.sealed)
+            self._packed.append((row.id, row.kind, row.size, len(row.sealed), self._pack.name, at))
+            self._unsynced += len(row.sealed)
+            if self._unsynced >= PACK_SYNC_BYTES:
+                self._send_packed()
+            return
         self._rows.append(row)
         self._row_bytes += len(row.sealed)
         if self._row_bytes >= SEND_BYTES:
@@ -89,8 +106,17 @@ class _SealingScanner(Scanner):
             self._send((_ROWS, rows, self._contents, self._content_bytes), [row.sealed for row in self._rows])
         self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
 
+    def _send_packed(self) -> None:
+        """Sync the pack, then send the rows naming what it now holds (never a row whose bytes could be lost)."""
+        if self._pack is None or not self._packed:
+            return
+        self._pack.sync()
+        self._send((_PACKED, self._packed, self._contents, self._content_bytes))
+        self._packed, self._unsynced, self._contents, self._content_bytes = [], 0, 0, 0
+
     def walk_unit(self, fd: int, prefix: str) -> None:
-        """Walk one folder the parent handed out, and send all it found (the rows before the entries naming them)."""
+        """Walk one folder the parent handed out, and send all it found: the sealed rows before the entries naming
+        them; rows of the pack may come after (a worker that does not end well makes the scan run again)."""
         folder = self._recorded.get(prefix[:-1])  # (none for the top folder, handed out whole)
         if folder is not None:
             self.snapshot[prefix[:-1]] = folder
@@ -103,7 +129,12 @@ class _SealingScanner(Scanner):
 
     def work(self, queue: int, units: list[tuple[int, str]], out: BinaryIO) -> None:
         self._out = out
-        take_units(queue, units, self.walk_unit)
+        try:
+            take_units(queue, units, self.walk_unit)
+            self._send_packed()
+        finally:
+            if self._pack is not None:
+                self._pack.close()
 
 
 class _TopScanner(Scanner):
@@ -126,6 +157,10 @@ class _Parent:
 
     def take(self, message: tuple[Any, ...], sealed: memoryview) -> None:
         """One message, and the sealed contents sent after it."""
+        if message[0] == _PACKED:
+            _, packed, contents, size = message
+            self.writer.put_packed([PackedBlob._make(row) for row in packed], contents, size)
+            return
         if message[0] == _ROWS:
             _, rows, contents, size = message
             blobs, at = [], 0
@@ -194,6 +229,8 @@ def scan_cold(
     units: list[tuple[int, str]] = []
     queue = -1
     try:
+        if store.blobs.packs is not None:
+            ensure_private_dir(store.blobs.packs)
         units = split_units(scanner, os.open(root, DIR_FLAGS))
         writer.commit()  # the dictionary trained (on the first small files met) before a worker compresses
         if units:

@@ -31,7 +31,7 @@ from turnback.catalog import Message
 from turnback.model import BlobId
 from turnback.store.api import StoreBackend
 from turnback.store.blobs import DICT_MAX_BLOB
-from turnback.store.records import SealedBlob
+from turnback.store.records import PackedBlob, SealedBlob
 
 RACY_WINDOW_NS = 2_000_000_000
 FINE_RACY_WINDOW_NS = 100_000_000
@@ -136,6 +136,12 @@ class BatchedWriter:
         """Store blobs sealed by another process: *contents* files' worth, *size* bytes before compression."""
         self._transaction()
         self._store.blobs.put_sealed(rows)
+        self._count(contents, size)
+
+    def put_packed(self, rows: Sequence[PackedBlob], contents: int, size: int) -> None:
+        """Store the rows of blobs another process wrote into a pack it synced: *contents* files' worth."""
+        self._transaction()
+        self._store.blobs.put_packed(rows)
         self._count(contents, size)
 
     def _count(self, files: int, size: int) -> None:

@@ -186,6 +186,11 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE hosts ADD COLUMN lease_until BIGINT NOT NULL DEFAULT 0",
         f"UPDATE hosts SET lease_until = {SERVER_NOW_NS} + {int(HOST_LEASE_S * 1e9)}",
     ],
+    # 3: SQLite's migration 9, so both have the same columns (a shared store has no packs: they stay NULL)
+    [
+        'ALTER TABLE blobs ADD COLUMN pack TEXT COLLATE "C"',
+        "ALTER TABLE blobs ADD COLUMN pack_at BIGINT",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

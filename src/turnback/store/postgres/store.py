@@ -96,6 +96,10 @@ class PgOpening(SqliteRecords):
         store.lease_held = True
         return store
 
+    def packs_folder(self) -> str | None:
+        """None: every host reads the shared store's blobs, so none is kept in a file of one host's folder."""
+        return None
+
     def close(self) -> None:
         if self.lease_held:  # once, however often the store is closed
             self.lease_held = False

@@ -27,7 +27,7 @@ from turnback.model import (
     UndoState,
     short_id,
 )
-from turnback.store.blobs import BlobStore
+from turnback.store.blobs import PACKS_DIR, BlobStore
 from turnback.store.crypto import ID_LEN, Crypto
 from turnback.store.sql import SqlDatabase
 
@@ -129,7 +129,7 @@ class SqliteRecords:
         self.home = home
         self.db = db
         self.crypto = crypto
-        self.blobs = BlobStore(db, crypto)
+        self.blobs = BlobStore(db, crypto, self.packs_folder())
         # The TURNBACK_KEY-style secret the store was opened with, if any: turnback's own detached helpers
         # (a job runner, a watcher) are given it, as they would find it in the environment.
         self.key_secret: str | None = None
@@ -151,7 +151,11 @@ class SqliteRecords:
 
     def adopt_keys(self) -> None:
         """After ``crypto`` was replaced by a copied store's keys: what is sealed or keyed with them follows."""
-        self.blobs = BlobStore(self.db, self.crypto)
+        self.blobs = BlobStore(self.db, self.crypto, self.packs_folder())
+
+    def packs_folder(self) -> str | None:
+        """Where a first snapshot's workers write their pack files (``store.blobs``)."""
+        return os.path.join(self.home, PACKS_DIR)
 
     def identities_follow(self, tables: tuple[str, ...]) -> None:
         """After rows were copied with their integer ids: SQLite numbers new rows after the largest anyway."""

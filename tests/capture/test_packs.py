@@ -1,0 +1,133 @@
+"""A first snapshot's workers keep what they seal in pack files: every copy opens to the file's bytes, a pack
+that is gone, cut short or swapped for a link is named as the damage it is, and gc gives back what idle packs
+hold that no record needs, without touching a pack a running snapshot may still be writing."""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+import pytest
+
+import turnback
+from tests.capture.test_cold_scan import cold_scan, files_in, make_tree, workers_take_part
+from turnback.catalog import word
+from turnback.errors import BlobCorruptError
+from turnback.model import BlobId
+from turnback.ops import maintenance
+from turnback.store.blobs import PACK_IDLE_S, is_pack_name
+
+__all__ = ["workers_take_part"]  # the fixture that has small trees split over the workers
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    make_tree(tmp_path / "tree", outside)
+    return tmp_path / "tree"
+
+
+def packs_of(store: turnback.Store) -> Path:
+    folder = store.blobs.packs
+    assert folder is not None
+    return Path(folder)
+
+
+def packed_rows(store: turnback.Store) -> list[dict[str, object]]:
+    rows = store.db.all("SELECT id, data, pack, pack_at, stored FROM blobs WHERE pack IS NOT NULL")  # type: ignore[attr-defined]
+    return [dict(row) for row in rows]
+
+
+def make_idle(path: Path) -> None:
+    then = time.time() - PACK_IDLE_S - 60
+    os.utime(path, (then, then))
+
+
+def test_the_workers_bytes_are_in_private_packs_and_every_copy_opens(engine: turnback.Engine, tree: Path) -> None:
+    store = engine.store
+    result = cold_scan(store, tree)
+    folder = packs_of(store)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    packs = sorted(folder.iterdir())
+    assert packs and all(is_pack_name(pack.name) for pack in packs)
+    assert all(stat.S_IMODE(pack.stat().st_mode) == 0o600 for pack in packs)
+    rows = packed_rows(store)
+    assert rows and all(row["data"] == b"" for row in rows)  # the database holds where they are, not the bytes
+    in_packs = {pack.name: pack.stat().st_size for pack in packs}
+    for row in rows:
+        assert isinstance(row["pack_at"], int) and isinstance(row["stored"], int)
+        assert row["pack_at"] + row["stored"] <= in_packs[str(row["pack"])]
+    for path, data in files_in(tree):
+        assert store.blobs.read_bytes(result.snapshot[path].blob) == data, path
+    assert maintenance.verify(store).clean
+
+
+@pytest.mark.parametrize("damage", ["gone", "cut short", "a link"])
+def test_a_damaged_pack_is_named_when_a_copy_in_it_is_read(
+    engine: turnback.Engine, tree: Path, tmp_path: Path, damage: str
+) -> None:
+    store = engine.store
+    cold_scan(store, tree)
+    row = max(packed_rows(store), key=lambda row: int(str(row["pack_at"])))  # the last copy of its pack
+    pack = packs_of(store) / str(row["pack"])
+    blob = bytes(row["id"])  # type: ignore[arg-type]
+    if damage == "gone":
+        pack.unlink()
+    elif damage == "cut short":
+        os.truncate(pack, pack.stat().st_size - 1)
+    else:
+        moved = tmp_path / "moved.pack"
+        pack.rename(moved)
+        pack.symlink_to(moved)  # the bytes are all there, through a link a restore must never follow
+    with pytest.raises(BlobCorruptError) as raised:
+        store.blobs.read_bytes(BlobId(blob))
+    shown = word(raised.value.message, "en")
+    expected = {
+        "gone": f"a stored copy's pack file is missing (blob {blob[:6].hex()}, {pack.name})",
+        "cut short": f"a stored copy's pack file is cut short (blob {blob[:6].hex()}, {pack.name})",
+        "a link": f"a stored copy's pack file cannot be read (blob {blob[:6].hex()}, {pack.name}: ",
+    }[damage]
+    assert shown.startswith(expected), shown
+    assert blob in maintenance.verify(store).blobs
+
+
+def test_gc_folds_a_mostly_unneeded_idle_pack_into_its_rows(engine: turnback.Engine, tree: Path) -> None:
+    store = engine.store
+    result = cold_scan(store, tree)
+    kept_path = "a5/b3/c/f2.txt"
+    kept = result.snapshot[kept_path].blob
+    assert kept is not None
+    rows = packed_rows(store)
+    name = next(str(row["pack"]) for row in rows if row["id"] == kept)
+    with store.transaction():
+        for row in rows:
+            if row["id"] != kept:
+                store.blobs.delete(bytes(row["id"]))  # type: ignore[arg-type]
+    pack = packs_of(store) / name
+    size = pack.stat().st_size
+    assert store.blobs.reclaim_packs(store.transaction) == 0  # written a moment ago: a scan may be writing it
+    assert pack.exists()
+    make_idle(pack)
+    (stored,) = (int(str(row["stored"])) for row in rows if row["id"] == kept)
+    assert store.blobs.reclaim_packs(store.transaction) >= size - stored
+    assert not pack.exists()
+    assert store.blobs.read_bytes(kept) == (tree / kept_path).read_bytes()  # now out of its row
+    assert [row["id"] for row in packed_rows(store)] == []
+
+
+def test_gc_deletes_an_idle_pack_no_record_names_and_leaves_a_fresh_one(engine: turnback.Engine, tree: Path) -> None:
+    """What a worker that died wrote before its rows were sent is named by nothing: gc deletes it once it is
+    idle. A pack being written by a first snapshot that runs now is newer: gc leaves it."""
+    store = engine.store
+    cold_scan(store, tree)
+    packs = sorted(packs_of(store).iterdir())
+    assert len(packs) >= 2
+    idle, fresh = packs[0], packs[1]
+    make_idle(idle)
+    reclaimed = engine.gc()  # nothing recorded names the scan's copies: every row goes, then the idle pack
+    assert reclaimed.blobs > 0
+    assert not idle.exists()
+    assert fresh.exists()
