@@ -48,7 +48,9 @@ def _chromium() -> str:
     """Debian's chromium; installed with apt-get when missing (as .ci/run does), else the test is skipped."""
     why = "apt-get install chromium needs root"
     if not Path(CHROMIUM).exists() and os.geteuid() == 0 and shutil.which("apt-get"):
-        done = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, timeout=900)
+        # The lock waited for: the suite's other worker may be installing it at the same moment.
+        install = ["apt-get", "-o", "DPkg::Lock::Timeout=900", "install", "-y", "chromium"]
+        done = subprocess.run(install, capture_output=True, text=True, timeout=1200)
         why = f"apt-get install chromium ended with {done.returncode}: {done.stderr.strip()[-300:]}"
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is missing and could not be installed ({why})")
