@@ -468,6 +468,32 @@ def test_a_rollback_whose_head_moved_since_the_preview_is_refused_and_changes_no
     assert (project.root / "c.txt").read_bytes() == b"sea\n"
 
 
+def test_undo_is_offered_on_the_newest_turn_asks_with_its_files_then_takes_it_back(
+    page: Page, project: Project
+) -> None:
+    newest, older = page.locator('[data-turn="2"]'), page.locator('[data-turn="1"]')
+    expect(older.get_by_role("button", name="Undo", exact=True)).to_have_count(0)  # a stack: the newest first
+    newest.get_by_role("button", name="Undo", exact=True).click()
+    asked = dialog(page)
+    expect(asked).to_contain_text(f"Undo turn 2 on {os.uname().nodename}? These files go back:")
+    expect(asked).to_contain_text("b.txt")
+    assert (project.root / "b.txt").read_bytes() == b"BEE\n"  # nothing before the confirmation
+    asked.get_by_role("button", name="Undo", exact=True).click()
+    expect(newest).to_contain_text("undone")
+    assert (project.root / "b.txt").read_bytes() == b"bee\n"
+    assert (project.root / "a.txt").read_bytes() == b"one\nTWO\nthree\n"  # turn 1 is kept
+    expect(older.get_by_role("button", name="Undo", exact=True)).to_be_visible()  # now the newest not undone
+    expect(newest.get_by_role("button", name="Undo", exact=True)).to_have_count(0)
+
+
+def test_an_undo_cancelled_changes_nothing(page: Page, project: Project) -> None:
+    page.locator('[data-turn="2"]').get_by_role("button", name="Undo", exact=True).click()
+    dialog(page).get_by_role("button", name="Cancel", exact=True).click()
+    expect(page.get_by_role("dialog")).to_have_count(0)
+    expect(page.locator('[data-turn="2"]')).not_to_contain_text("undone")
+    assert (project.root / "b.txt").read_bytes() == b"BEE\n"
+
+
 def test_an_undone_turn_is_greyed_and_offers_redo(page: Page, project: Project) -> None:
     project.cli("undo", "--session", project.session, "--yes")
     turn = page.locator('[data-turn="2"]')

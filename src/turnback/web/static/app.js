@@ -203,11 +203,13 @@ function renderHistory() {
   if (!history) return tree;
   const turns = [...history.turns].sort((a, b) => b.number - a.number);
   if (!turns.length) tree.append(element("p", { class: "hint" }, t("no_turns_yet")));
-  for (const turn of turns) tree.append(renderTurn(turn));
+  // Undo is a stack: only the newest turn of the active line not undone offers it (what `turnback undo` takes).
+  const undoable = turns.find((turn) => turn.branch === "active" && !turn.undone);
+  for (const turn of turns) tree.append(renderTurn(turn, turn === undoable && turn.status !== "running"));
   return tree;
 }
 
-function renderTurn(turn) {
+function renderTurn(turn, undoable) {
   const marks = [];
   if (turn.head) marks.push(t("mark_head"));
   if (turn.branch === "abandoned") marks.push(t("mark_abandoned"));
@@ -220,6 +222,7 @@ function renderTurn(turn) {
   if (turn.undone) classes.push("undone");
   const buttons = element("div", { class: "turn-actions" });
   // Redo takes back the newest undo, revert or rollback (its preview says which files it puts back).
+  if (undoable) buttons.append(action(t("web_undo"), () => undo(turn), { "data-focus": "undo-" + turn.number }));
   if (turn.undone) buttons.append(action(t("web_redo"), () => redo(), { "data-focus": "redo-" + turn.number }));
   if (!turn.head && turn.branch !== "resent") {
     buttons.append(
@@ -640,6 +643,21 @@ async function rollback(turn) {
     apply: true,
     plan: preview.plan.id,
   });
+  if (result) await finished(result);
+}
+
+async function undo(turn) {
+  const plan = await post("undo", { turn: turn.number, apply: false });
+  if (!plan) return;
+  const host = plan.host ?? location.hostname;
+  const choice = await ask({
+    title: t("web_undo_asks", { number: turn.number, host }),
+    body: planRows(plan, host, null),
+    buttons: [{ label: t("web_undo"), value: "apply", primary: true }],
+    cancel: t("web_cancel"),
+  });
+  if (choice === null) return;
+  const result = await post("undo", { apply: true, plan: plan.plan.id });
   if (result) await finished(result);
 }
 
