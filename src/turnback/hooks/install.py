@@ -16,7 +16,8 @@ import os
 import shlex
 import sys
 import tempfile
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 from turnback.catalog import Message
 from turnback.errors import UsageError
@@ -73,31 +74,22 @@ def hook_command(mark: str = MARK) -> str:
     return shlex.join([sys.executable, "-S", "-I", launcher, *mark.split()])
 
 
-def settings_path(*, project: str | None, user_home: str) -> str:
-    if project is not None:
-        return os.path.join(os.path.realpath(project), ".claude", "settings.json")
-    return os.path.join(user_home, ".claude", "settings.json")
+class Harness(NamedTuple):
+    """An agent turnback installs hooks for: where its hooks file is, and how turnback's entries go in."""
 
+    name: str  # as ``turnback install`` names it
+    mark: str  # what turnback's hook commands for it end with
+    folder: str  # its settings folder, in a project or in the user's home
+    file: str  # the file in it that holds the hooks
+    add: Callable[[str], list[str]]  # merge turnback's entries into the file at a path; the events it now handles
+    home_variable: str | None = None  # an environment variable that moves the user's folder (``CODEX_HOME``)
 
-def codex_hooks_path(*, project: str | None, user_home: str) -> str:
-    """``DIR/.codex/hooks.json`` or ``~/.codex/hooks.json`` (``CODEX_HOME`` moves the user's folder)."""
-    if project is not None:
-        return os.path.join(os.path.realpath(project), ".codex", "hooks.json")
-    return os.path.join(os.environ.get("CODEX_HOME") or os.path.join(user_home, ".codex"), "hooks.json")
-
-
-def gemini_settings_path(*, project: str | None, user_home: str) -> str:
-    """``DIR/.gemini/settings.json`` or ``~/.gemini/settings.json``."""
-    if project is not None:
-        return os.path.join(os.path.realpath(project), ".gemini", "settings.json")
-    return os.path.join(user_home, ".gemini", "settings.json")
-
-
-def cursor_hooks_path(*, project: str | None, user_home: str) -> str:
-    """``DIR/.cursor/hooks.json`` or ``~/.cursor/hooks.json``."""
-    if project is not None:
-        return os.path.join(os.path.realpath(project), ".cursor", "hooks.json")
-    return os.path.join(user_home, ".cursor", "hooks.json")
+    def hooks_path(self, *, project: str | None, user_home: str) -> str:
+        """``DIR/<folder>/<file>`` for a project, else the user's (``~/<folder>/<file>``)."""
+        if project is not None:
+            return os.path.join(os.path.realpath(project), self.folder, self.file)
+        moved = os.environ.get(self.home_variable) if self.home_variable else None
+        return os.path.join(moved or os.path.join(user_home, self.folder), self.file)
 
 
 FIRED_FOLDER = "hooks-fired"
@@ -237,6 +229,30 @@ def install_cursor(path: str) -> list[str]:
     return list(CURSOR_EVENTS)
 
 
+HARNESSES: dict[str, Harness] = {
+    harness.name: harness
+    for harness in (
+        Harness("claude-code", MARK, ".claude", "settings.json", lambda path: install(path)),
+        Harness(
+            "codex",
+            CODEX_MARK,
+            ".codex",
+            "hooks.json",
+            lambda path: install(path, CODEX_EVENTS, CODEX_MARK, CODEX_SHORT_TIMEOUT_S),
+            home_variable="CODEX_HOME",
+        ),
+        Harness(
+            "gemini",
+            GEMINI_MARK,
+            ".gemini",
+            "settings.json",
+            lambda path: install(path, GEMINI_EVENTS, GEMINI_MARK, default_timeout=GEMINI_TIMEOUT_MS),
+        ),
+        Harness("cursor", CURSOR_MARK, ".cursor", "hooks.json", lambda path: install_cursor(path)),
+    )
+}
+
+
 def uninstall(path: str, mark: str = MARK) -> int:
     """Remove exactly turnback's entries (commands ending in *mark*) from the settings at *path*; how many
     events had them."""
@@ -271,16 +287,14 @@ __all__ = [
     "EVENTS",
     "GEMINI_EVENTS",
     "GEMINI_MARK",
+    "HARNESSES",
     "MARK",
-    "codex_hooks_path",
-    "cursor_hooks_path",
+    "Harness",
     "fired",
-    "gemini_settings_path",
     "hook_command",
     "install",
     "install_cursor",
     "installed",
     "mark_fired",
-    "settings_path",
     "uninstall",
 ]

@@ -18,7 +18,7 @@ import os
 
 from turnback.catalog import Message, say
 from turnback.cli import _common
-from turnback.hooks import install as claude_settings
+from turnback.hooks import install as hooks
 
 
 def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None:
@@ -30,7 +30,7 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
             description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        parser.add_argument("harness", choices=["claude-code", "codex", "gemini", "cursor"], help="the agent")
+        parser.add_argument("harness", choices=list(hooks.HARNESSES), help="the agent")
         where = parser.add_mutually_exclusive_group()
         where.add_argument(
             "--project",
@@ -42,73 +42,29 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
         )
 
 
+def _after_install(harness: str, project: str | None) -> list[str]:
+    """What to do next, as each agent needs it."""
+    if harness == "codex":  # Codex runs a hook only once it is trusted there: never trusted for the user
+        return [say("codex_hooks_trust", folder=os.path.realpath(project) if project is not None else "~")]
+    if harness == "gemini":
+        return [say("gemini_hooks_trust", folder=os.path.realpath(project))] if project is not None else []
+    if harness == "cursor":
+        return [say("cursor_edits_from_last_scan")]
+    return [say("hooks_use_as_usual")]
+
+
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     project = None if args.user else (args.project or ctx.cwd)
-    if args.harness == "codex":
-        return _codex(ctx, args, project)
-    if args.harness == "gemini":
-        return _gemini(ctx, args, project)
-    if args.harness == "cursor":
-        return _cursor(ctx, args, project)
-    path = claude_settings.settings_path(project=project, user_home=os.path.expanduser("~"))
+    harness = hooks.HARNESSES[args.harness]
+    path = harness.hooks_path(project=project, user_home=os.path.expanduser("~"))
     if args.verb == "install":
-        events = claude_settings.install(path)
+        events = harness.add(path)
         ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
-        ctx.out.line(say("hooks_use_as_usual"))
+        for line in _after_install(harness.name, project):
+            ctx.out.line(line)
         ctx.out.json({"settings": path, "events": events})
         return 0
-    removed = claude_settings.uninstall(path)
-    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
-    ctx.out.json({"settings": path, "removed": removed})
-    return 0 if removed else 1
-
-
-def _codex(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
-    path = claude_settings.codex_hooks_path(project=project, user_home=os.path.expanduser("~"))
-    if args.verb == "install":
-        events = claude_settings.install(
-            path, claude_settings.CODEX_EVENTS, claude_settings.CODEX_MARK, claude_settings.CODEX_SHORT_TIMEOUT_S
-        )
-        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
-        folder = os.path.realpath(project) if project is not None else "~"
-        ctx.out.line(say("codex_hooks_trust", folder=folder))
-        ctx.out.json({"settings": path, "events": events})
-        return 0
-    removed = claude_settings.uninstall(path, claude_settings.CODEX_MARK)
-    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
-    ctx.out.json({"settings": path, "removed": removed})
-    return 0 if removed else 1
-
-
-def _gemini(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
-    path = claude_settings.gemini_settings_path(project=project, user_home=os.path.expanduser("~"))
-    if args.verb == "install":
-        events = claude_settings.install(
-            path,
-            claude_settings.GEMINI_EVENTS,
-            claude_settings.GEMINI_MARK,
-            default_timeout=claude_settings.GEMINI_TIMEOUT_MS,
-        )
-        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
-        if project is not None:
-            ctx.out.line(say("gemini_hooks_trust", folder=os.path.realpath(project)))
-        ctx.out.json({"settings": path, "events": events})
-        return 0
-    removed = claude_settings.uninstall(path, claude_settings.GEMINI_MARK)
-    ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
-    ctx.out.json({"settings": path, "removed": removed})
-    return 0 if removed else 1
-
-
-def _cursor(ctx: _common.Context, args: argparse.Namespace, project: str | None) -> int:
-    path = claude_settings.cursor_hooks_path(project=project, user_home=os.path.expanduser("~"))
-    if args.verb == "install":
-        events = claude_settings.install_cursor(path)
-        ctx.out.line(say("hooks_installed", path=path, events=Message("comma_list", items=tuple(events))))
-        ctx.out.line(say("cursor_edits_from_last_scan"))
-        ctx.out.json({"settings": path, "events": events})
-        return 0
-    removed = claude_settings.uninstall(path, claude_settings.CURSOR_MARK)
+    removed = hooks.uninstall(path, harness.mark)
     ctx.out.line(say("hooks_removed" if removed else "hooks_none", path=path))
     ctx.out.json({"settings": path, "removed": removed})
     return 0 if removed else 1

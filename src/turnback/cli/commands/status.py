@@ -36,17 +36,17 @@ def _hooks_not_fired(ctx: _common.Context) -> list[Message]:
 
     home = os.path.expanduser("~")
     agents = (
-        ("codex", install.CODEX_MARK, install.codex_hooks_path, "status_codex_hooks_not_fired"),
-        ("gemini", install.GEMINI_MARK, install.gemini_settings_path, "agent_gemini_hooks_not_fired"),
+        (install.HARNESSES["codex"], "status_codex_hooks_not_fired"),
+        (install.HARNESSES["gemini"], "agent_gemini_hooks_not_fired"),
     )
     try:
         root = ctx.engine.watched_project(ctx.cwd).root
     except UsageError:
         root = None  # no project here yet: no hook ever ran for it
     notes = []
-    for harness, mark, hooks_path, code in agents:
-        paths = [hooks_path(project=where, user_home=home) for where in (ctx.cwd, None)]
-        found = [path for path in paths if install.installed(path, mark)]
-        if found and (root is None or not install.fired(ctx.engine.home, harness, root)):
+    for harness, code in agents:
+        paths = [harness.hooks_path(project=where, user_home=home) for where in (ctx.cwd, None)]
+        found = [path for path in paths if install.installed(path, harness.mark)]
+        if found and (root is None or not install.fired(ctx.engine.home, harness.name, root)):
             notes.append(Message(code, path=found[0]))
     return notes
