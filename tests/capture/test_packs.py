@@ -131,3 +131,24 @@ def test_gc_deletes_an_idle_pack_no_record_names_and_leaves_a_fresh_one(engine: 
     assert reclaimed.blobs > 0
     assert not idle.exists()
     assert fresh.exists()
+
+
+def test_gc_leaves_a_pack_it_cannot_read_whole_and_goes_on(engine: turnback.Engine, tree: Path) -> None:
+    """An idle pack to fold that was cut short: gc does not fail, and it neither deletes the pack nor loses the
+    rows' record of where their bytes were (verify still names the copy cut off)."""
+    store = engine.store
+    cold_scan(store, tree)
+    rows = packed_rows(store)
+    last = max(rows, key=lambda row: int(str(row["pack_at"])))
+    name = str(last["pack"])
+    with store.transaction():
+        for row in rows:
+            if row["pack"] == name and row["id"] != last["id"]:
+                store.blobs.delete(bytes(row["id"]))  # type: ignore[arg-type]
+    pack = packs_of(store) / name
+    os.truncate(pack, pack.stat().st_size - 1)
+    make_idle(pack)
+    assert store.blobs.reclaim_packs(store.transaction) >= 0
+    assert pack.exists()
+    assert [row["pack"] for row in packed_rows(store) if row["id"] == last["id"]] == [name]
+    assert bytes(last["id"]) in maintenance.verify(store).blobs  # type: ignore[arg-type]

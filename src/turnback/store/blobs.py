@@ -427,41 +427,48 @@ class BlobStore:
     def reclaim_packs(self, transaction: Callable[[], contextlib.AbstractContextManager[None]]) -> int:
         """Delete the idle packs no row names, and fold into their rows those whose rows need less than half of
         them, then delete them; the bytes given back. Each pack is folded in a *transaction* committed before
-        the pack is deleted. A pack written to in the last ``PACK_IDLE_S`` is left (a first snapshot may be
-        writing it, its rows not stored yet)."""
+        the pack is deleted; one that cannot be read whole is left as it is (``verify`` names its copies). A pack
+        written to in the last ``PACK_IDLE_S`` is left (a first snapshot may be writing it, its rows not stored
+        yet)."""
         if self.packs is None:
             return 0
         try:
-            names = sorted(name for name in os.listdir(self.packs) if is_pack_name(name))
+            folder = os.open(self.packs, _DIR_FLAGS)
         except FileNotFoundError:
             return 0
         freed = 0
-        idle_before = time.time() - PACK_IDLE_S
-        for name in names:
-            path = os.path.join(self.packs, name)
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                continue
-            if st.st_mtime > idle_before:
-                continue
-            needed = self._db.one(
-                "SELECT COUNT(*) AS rows, COALESCE(SUM(stored), 0) AS bytes FROM blobs WHERE pack=?", (name,)
-            )
-            assert needed is not None  # an aggregate always answers
-            if needed["rows"] and needed["bytes"] * 2 >= st.st_size:
-                continue
-            if needed["rows"]:
-                with transaction():
-                    rows = self._db.all("SELECT id, pack_at, stored FROM blobs WHERE pack=?", (name,))
-                    for row in rows:
-                        sealed = self._read_packed(bytes(row["id"]), name, row["pack_at"], row["stored"])
-                        self._db.execute(
-                            "UPDATE blobs SET data=?, pack=NULL, pack_at=NULL WHERE id=?", (sealed, row["id"])
-                        )
-            os.unlink(path)
-            freed += st.st_size - needed["bytes"]
+        try:
+            idle_before = time.time() - PACK_IDLE_S
+            for name in sorted(name for name in os.listdir(folder) if is_pack_name(name)):
+                try:
+                    st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+                except FileNotFoundError:
+                    continue
+                if st.st_mtime > idle_before:
+                    continue
+                needed = self._db.one(
+                    "SELECT COUNT(*) AS rows, COALESCE(SUM(stored), 0) AS bytes FROM blobs WHERE pack=?", (name,)
+                )
+                assert needed is not None  # an aggregate always answers
+                if needed["rows"] and needed["bytes"] * 2 >= st.st_size:
+                    continue
+                if needed["rows"]:
+                    try:
+                        self._fold(name, transaction)
+                    except BlobCorruptError:
+                        continue
+                os.unlink(name, dir_fd=folder)
+                freed += st.st_size - needed["bytes"]
+        finally:
+            os.close(folder)
         return freed
+
+    def _fold(self, pack: str, transaction: Callable[[], contextlib.AbstractContextManager[None]]) -> None:
+        """Put the sealed bytes of every row naming *pack* into the row itself, in one transaction."""
+        with transaction():
+            for row in self._db.all("SELECT id, pack_at, stored FROM blobs WHERE pack=?", (pack,)):
+                sealed = self._read_packed(bytes(row["id"]), pack, row["pack_at"], row["stored"])
+                self._db.execute("UPDATE blobs SET data=?, pack=NULL, pack_at=NULL WHERE id=?", (sealed, row["id"]))
 
 
 __all__ = ["CHUNK_SIZE", "PACKS_DIR", "BlobStore", "PackWriter", "is_pack_name"]
