@@ -185,8 +185,12 @@ def failure_line(exc: BaseException) -> str:
     from turnback.errors import TurnbackError
     from turnback.render.terminal import escape_line  # only on this rare path: a hook imports little
 
-    why = word(exc.message) if isinstance(exc, TurnbackError) else str(exc)
-    return escape_line(say("hook_failed", error=type(exc).__name__, why=why)) + "\n"
+    if isinstance(exc, TurnbackError):  # worded for the user: the class that carried it says nothing more
+        return escape_line(say("hook_failed_because", why=word(exc.message))) + "\n"
+    if isinstance(exc, OSError) and exc.strerror:  # the system's own words, and the path they are about
+        why = f"{exc.strerror}: {exc.filename}" if exc.filename is not None else exc.strerror
+        return escape_line(say("hook_failed_because", why=why)) + "\n"
+    return escape_line(say("hook_failed", error=type(exc).__name__, why=str(exc))) + "\n"
 
 
 def _no_answer(home: str) -> str:
