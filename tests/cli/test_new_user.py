@@ -125,6 +125,25 @@ def test_undone_is_always_a_boolean_with_partly_undone_beside_it(cli, engine, pr
     assert (diffed["undone"], diffed["partly_undone"]) == (True, True)
 
 
+def test_log_marks_the_turn_a_plain_undo_takes_next(cli, engine, sid: str) -> None:  # type: ignore[no-untyped-def]
+    """By the plan's own stack rule: a turn that changed no file is passed over, and so is a partly undone one."""
+    lib_turn(engine, sid, "two files", ("write", "x.txt", b"x\n"), ("write", "y.txt", b"y\n"))
+    lib_turn(engine, sid, "only talk")
+
+    def next_undo() -> list[int]:
+        turns = cli("log", "--session", sid, "--json").json()["turns"]
+        return [turn["number"] for turn in turns if turn["undo_next"]]
+
+    assert next_undo() == [2]  # turn 3 changed nothing
+    ids = {turn["number"]: turn["id"] for turn in cli("log", "--session", sid, "--json").json()["turns"]}
+    planned = cli("undo", "--session", sid, "--json").json()["plan"]  # the preview (no --yes): nothing applied
+    assert planned["turns"] == [ids[2]]  # what the plan takes is what log marked
+    assert cli("undo", "--session", sid, "--yes").rc == 0
+    assert next_undo() == [1]
+    assert cli("undo", "--session", sid, "--yes").rc == 0
+    assert next_undo() == []  # nothing left to undo
+
+
 def test_ops_lists_newest_first_as_log_and_sessions_do(cli, sid: str) -> None:  # type: ignore[no-untyped-def]
     undo = cli("undo", "--session", sid, "--yes", "--json").json()["plan"]["id"]
     redo = cli("redo", "--session", sid, "--yes", "--json").json()["plan"]["id"]

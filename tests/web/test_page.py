@@ -486,6 +486,17 @@ def test_undo_is_offered_on_the_newest_turn_asks_with_its_files_then_takes_it_ba
     expect(newest.get_by_role("button", name="Undo", exact=True)).to_have_count(0)
 
 
+def test_undo_passes_over_a_newest_turn_that_changed_no_file(page: Page, project: Project) -> None:
+    """The button is where a plain undo acts (the engine's rule), not on the newest turn whatever it did."""
+    project.turn("only talk")
+    expect(page.locator('[data-turn="3"]')).to_be_visible()
+    expect(page.locator('[data-turn="3"]').get_by_role("button", name="Undo", exact=True)).to_have_count(0)
+    page.locator('[data-turn="2"]').get_by_role("button", name="Undo", exact=True).click()
+    dialog(page).get_by_role("button", name="Undo", exact=True).click()
+    expect(page.locator('[data-turn="2"]')).to_contain_text("undone")
+    assert (project.root / "b.txt").read_bytes() == b"bee\n"
+
+
 def test_an_undo_cancelled_changes_nothing(page: Page, project: Project) -> None:
     page.locator('[data-turn="2"]').get_by_role("button", name="Undo", exact=True).click()
     dialog(page).get_by_role("button", name="Cancel", exact=True).click()

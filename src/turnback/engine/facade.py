@@ -33,6 +33,7 @@ from turnback.model import (
     Session,
     SessionId,
     Turn,
+    TurnId,
     TurnSummary,
 )
 from turnback.store.api import StoreBackend
@@ -479,6 +480,9 @@ class Engine(_CommandVerbs):
 
     def active_line(self, session_id: SessionId) -> list[Turn]:
         return self._history.active_line(session_id)
+
+    def undo_next(self, session_id: SessionId) -> TurnId | None:
+        return self._history.undo_next(session_id)
 
     def files(self, session_id: SessionId) -> list[tuple[str, Message]]:
         return self._history.files(session_id)

@@ -107,6 +107,19 @@ class History:
             current = by_id[current].parent
         return list(reversed(line))
 
+    def undo_next(self, session_id: SessionId) -> TurnId | None:
+        """The turn a plain ``undo`` takes back now, by the stack rule the plan follows; None when there is none."""
+        from turnback.ops.plan import select_undo_turns
+
+        changed = self._store.turns_with_changes(session_id)
+        try:
+            chosen = select_undo_turns(
+                self.active_line(session_id), changed, number=None, from_number=None, force=False
+            )
+        except NothingToDoError:
+            return None
+        return chosen[0].id
+
     def turn_ref(self, session_id: SessionId, ref: str) -> Turn | None:
         """The turn *ref* names (a number, or an id prefix of any session, so a wrong one is named); 0: the start."""
         if ref.strip() in ("0", "start"):

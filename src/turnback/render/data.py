@@ -98,15 +98,18 @@ def history_data(
     *,
     active: Collection[str],
     resent: Collection[str],
+    undo_next: str | None,
     notes: ChangeNotes | None = None,
     load: Callable[[BlobId], bytes] | None = None,
 ) -> dict[str, Any]:
     """``log --json``: the session's history tree, each turn with its place on it (head, active, abandoned,
-    resent). With *load* (a page), each call also has what its block shows (:func:`call_block_data`)."""
+    resent) and whether it is the one a plain undo takes back now (*undo_next*). With *load* (a page), each call
+    also has what its block shows (:func:`call_block_data`)."""
     nodes = []
     for turn in turns:
         node = turn_data(turn, notes)
         node["head"] = turn.id == session.head
+        node["undo_next"] = turn.id == undo_next
         node["branch"] = "resent" if turn.id in resent else "active" if turn.id in active else "abandoned"
         if load is not None:
             for call, item in zip(turn.calls, node["calls"], strict=True):

@@ -430,7 +430,9 @@ class BlobStore:
         the pack is deleted; one that cannot be read whole is left as it is (``verify`` names its copies). A pack
         written to in the last ``PACK_IDLE_S`` is left (a first snapshot may be writing it, its rows not stored
         yet)."""
-        if self.packs is None:
+        if self.packs is None or self._db.in_transaction:
+            # Inside a transaction a fold would not be committed before its pack is deleted (a rollback would then
+            # leave rows naming bytes gone): the next gc outside one reclaims them.
             return 0
         try:
             folder = os.open(self.packs, _DIR_FLAGS)

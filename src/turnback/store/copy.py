@@ -101,8 +101,7 @@ def copy_store(source_backend: StoreBackend, target_backend: StoreBackend) -> St
             assert row is not None  # listed and verified above, in this process
             # A packed blob's bytes go into its row: the target's folder (or host) has no pack of the source's.
             values = {column: row[column] for column in columns}
-            if not values["data"]:
-                values["data"] = source.blobs.sealed(blob_id)
+            values["data"] = source.blobs.sealed(blob_id)
             target.db.execute(
                 f"INSERT INTO blobs({', '.join(columns)}) VALUES({', '.join('?' for _ in columns)})",
                 tuple(values[column] for column in columns),

@@ -117,6 +117,10 @@ class Database:
         with contextlib.suppress(StoreError):
             self.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = True, project: str | None = None) -> Iterator[None]:
         """One write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one. *project* changes

@@ -39,6 +39,10 @@ class SqlDatabase(Protocol):
         self, *, durable: bool = True, project: str | None = None
     ) -> contextlib.AbstractContextManager[None]: ...
 
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction of this connection is open (a new ``transaction`` would join it)."""
+
     def truncate_log(self) -> None: ...
 
     def close(self) -> None: ...

@@ -144,7 +144,10 @@ class Api:
             active = {turn.id for turn in engine.active_line(session.id)}
             resent = {turn.id for turn in turns if turn.resent}
             notes = engine.overlap_notes
-            history = data.history_data(session, turns, active=active, resent=resent, notes=notes, load=engine.load)
+            undo_next = engine.undo_next(session.id)
+            history = data.history_data(
+                session, turns, active=active, resent=resent, undo_next=undo_next, notes=notes, load=engine.load
+            )
             return Answer(200, history)
 
         return await self.of_session(request, work)

@@ -101,9 +101,10 @@ class _SealingScanner(Scanner):
         self._out.flush()
 
     def _send_rows(self) -> None:
-        if self._rows:
-            rows = [(row.id, row.kind, row.size, len(row.sealed)) for row in self._rows]
-            self._send((_ROWS, rows, self._contents, self._content_bytes), [row.sealed for row in self._rows])
+        if not self._rows:  # (a worker writing a pack holds none: its counts go with the pack's rows)
+            return
+        rows = [(row.id, row.kind, row.size, len(row.sealed)) for row in self._rows]
+        self._send((_ROWS, rows, self._contents, self._content_bytes), [row.sealed for row in self._rows])
         self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
 
     def _send_packed(self) -> None:

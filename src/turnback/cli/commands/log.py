@@ -25,5 +25,6 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     notes = engine.overlap_notes  # a change another call (of any session) may have made says so, as in show
     lines = text.log_lines(turns, engine.load, head=session.head, active=active, resent=resent, notes=notes)
     ctx.out.lines(lines or [say("no_turns_yet")])
-    ctx.out.json(data.history_data(session, turns, active=active, resent=resent, notes=notes))
+    undo_next = engine.undo_next(session.id)
+    ctx.out.json(data.history_data(session, turns, active=active, resent=resent, undo_next=undo_next, notes=notes))
     return 0

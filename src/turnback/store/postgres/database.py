@@ -231,6 +231,10 @@ class PgDatabase:
     def truncate_log(self) -> None:
         """PostgreSQL recycles its own write-ahead log: nothing to give back here."""
 
+    @property
+    def in_transaction(self) -> bool:
+        return self._depth > 0
+
     @contextlib.contextmanager
     def transaction(self, *, durable: bool = True, project: str | None = None) -> Iterator[None]:
         """One write transaction, the database's write lock taken first (shared, and *project*'s exclusive,

@@ -203,13 +203,11 @@ function renderHistory() {
   if (!history) return tree;
   const turns = [...history.turns].sort((a, b) => b.number - a.number);
   if (!turns.length) tree.append(element("p", { class: "hint" }, t("no_turns_yet")));
-  // Undo is a stack: only the newest turn of the active line not undone offers it (what `turnback undo` takes).
-  const undoable = turns.find((turn) => turn.branch === "active" && !turn.undone);
-  for (const turn of turns) tree.append(renderTurn(turn, turn === undoable && turn.status !== "running"));
+  for (const turn of turns) tree.append(renderTurn(turn));
   return tree;
 }
 
-function renderTurn(turn, undoable) {
+function renderTurn(turn) {
   const marks = [];
   if (turn.head) marks.push(t("mark_head"));
   if (turn.branch === "abandoned") marks.push(t("mark_abandoned"));
@@ -222,7 +220,8 @@ function renderTurn(turn, undoable) {
   if (turn.undone) classes.push("undone");
   const buttons = element("div", { class: "turn-actions" });
   // Redo takes back the newest undo, revert or rollback (its preview says which files it puts back).
-  if (undoable) buttons.append(action(t("web_undo"), () => undo(turn), { "data-focus": "undo-" + turn.number }));
+  // Only the turn a plain undo takes now offers it (the engine's stack rule: `undo_next`).
+  if (turn.undo_next) buttons.append(action(t("web_undo"), () => undo(turn), { "data-focus": "undo-" + turn.number }));
   if (turn.undone) buttons.append(action(t("web_redo"), () => redo(), { "data-focus": "redo-" + turn.number }));
   if (!turn.head && turn.branch !== "resent") {
     buttons.append(
