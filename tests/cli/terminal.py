@@ -6,6 +6,7 @@ import fcntl
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import termios
@@ -19,9 +20,13 @@ DRAIN_S = 0.2  # nothing more read for this long after the child ended: all it w
 
 
 def _own_terminal() -> None:
-    """In the child: a new session whose controlling terminal is its stdin, so ^C there is a SIGINT to it."""
+    """In the child: a new session whose controlling terminal is its stdin, so ^C there is a SIGINT to it; and
+    no signal blocked or ignored, as a shell starts a command (a test run before, in the same worker, may leave
+    this process's own so: its children would inherit them, and a ^C would do nothing)."""
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+    signal.pthread_sigmask(signal.SIG_SETMASK, ())
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def run_on_a_terminal(
