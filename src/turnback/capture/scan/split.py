@@ -217,11 +217,15 @@ def _send_found(finder: _ChangeFinder, queue: int, units: list[tuple[int, str]],
 @contextlib.contextmanager
 def _signals_held() -> Iterator[None]:
     """Signals wait (their handlers run after the block), so that the block is never cut short halfway."""
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    # The mask is read before anything is blocked: a handler that raises in the call that blocks (Python runs
+    # the handlers of signals already come right there) leaves through the restoring finally, never with every
+    # signal still blocked (a ^C later would then do nothing, in this process and in every one it starts).
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, ())
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def find_changes(
