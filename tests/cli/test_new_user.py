@@ -126,7 +126,8 @@ def test_undone_is_always_a_boolean_with_partly_undone_beside_it(cli, engine, pr
 
 
 def test_log_marks_the_turn_a_plain_undo_takes_next(cli, engine, sid: str) -> None:  # type: ignore[no-untyped-def]
-    """By the plan's own stack rule: a turn that changed no file is passed over, and so is a partly undone one."""
+    """By the plan's own stack rule: a turn that changed no file is passed over, and so is a partly undone one;
+    a running turn is offered only once it has ended."""
     lib_turn(engine, sid, "two files", ("write", "x.txt", b"x\n"), ("write", "y.txt", b"y\n"))
     lib_turn(engine, sid, "only talk")
 
@@ -134,14 +135,25 @@ def test_log_marks_the_turn_a_plain_undo_takes_next(cli, engine, sid: str) -> No
         turns = cli("log", "--session", sid, "--json").json()["turns"]
         return [turn["number"] for turn in turns if turn["undo_next"]]
 
+    def planned() -> list[str]:  # the preview (no --yes): nothing applied
+        return list(cli("undo", "--session", sid, "--json").json()["plan"]["turns"])
+
+    turns = {turn["number"]: turn for turn in cli("log", "--session", sid, "--json").json()["turns"]}
     assert next_undo() == [2]  # turn 3 changed nothing
-    ids = {turn["number"]: turn["id"] for turn in cli("log", "--session", sid, "--json").json()["turns"]}
-    planned = cli("undo", "--session", sid, "--json").json()["plan"]  # the preview (no --yes): nothing applied
-    assert planned["turns"] == [ids[2]]  # what the plan takes is what log marked
-    assert cli("undo", "--session", sid, "--yes").rc == 0
+    assert planned() == [turns[2]["id"]]  # what the plan takes is what log marked
+    second = turns[2]["calls"][1]["id"]  # the write of y.txt
+    assert cli("revert", second, "--yes").rc == 0
+    (again,) = (t for t in cli("log", "--session", sid, "--json").json()["turns"] if t["number"] == 2)
+    assert again["partly_undone"] is True
     assert next_undo() == [1]
+    assert planned() == [turns[1]["id"]]
     assert cli("undo", "--session", sid, "--yes").rc == 0
-    assert next_undo() == []  # nothing left to undo
+    assert next_undo() == []  # nothing left that a plain undo takes
+    engine.begin_turn(sid, "still working")
+    engine.write(sid, "z.txt", b"z\n", cwd=engine.project_of(engine.session(sid)).root)
+    assert next_undo() == []  # a running turn is not taken back until it ends
+    engine.end_turn(sid)
+    assert next_undo() == [4]
 
 
 def test_ops_lists_newest_first_as_log_and_sessions_do(cli, sid: str) -> None:  # type: ignore[no-untyped-def]

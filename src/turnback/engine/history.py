@@ -108,7 +108,8 @@ class History:
         return list(reversed(line))
 
     def undo_next(self, session_id: SessionId) -> TurnId | None:
-        """The turn a plain ``undo`` takes back now, by the stack rule the plan follows; None when there is none."""
+        """The turn a plain ``undo`` takes back now, by the stack rule the plan follows; None when there is none,
+        or when that turn is still running (the undo is refused until it ends)."""
         from turnback.ops.plan import select_undo_turns
 
         changed = self._store.turns_with_changes(session_id)
@@ -118,7 +119,7 @@ class History:
             )
         except NothingToDoError:
             return None
-        return chosen[0].id
+        return None if chosen[0].status == "running" else chosen[0].id
 
     def turn_ref(self, session_id: SessionId, ref: str) -> Turn | None:
         """The turn *ref* names (a number, or an id prefix of any session, so a wrong one is named); 0: the start."""
