@@ -41,6 +41,7 @@ import zstandard
 from turnback.capture import gitindex
 from turnback.capture import watch as watcher
 from turnback.capture.calls import CallTarget
+from turnback.capture.holds import BlobHold
 from turnback.capture.reach import spelled
 from turnback.capture.scan import (
     DICT_SAMPLES,
@@ -150,7 +151,11 @@ DELTA_FRACTION = 16
 class PendingScan(NamedTuple):
     """A scan of the project, not kept yet as its stat cache: ``keep`` keeps it, in the transaction of what the
     caller records with it (one synced commit for both); once that is committed, ``adopt`` starts the background
-    copy of the git objects a first snapshot stands on."""
+    copy of the git objects a first snapshot stands on.
+
+    Until then its *hold* spares what it stored from a gc (``capture.holds``); what the caller stores for the
+    same record (outside paths, git copies) is stored under it too. Used as a context manager around what
+    leads to ``keep``, it releases the hold when that fails."""
 
     project: Project
     snapshot: Snapshot
@@ -158,14 +163,25 @@ class PendingScan(NamedTuple):
     cached: CachedSnapshot | None
     stored: StoredSnapshot | None
     touched: set[str] | None
+    hold: BlobHold
 
     def keep(self, store: StoreBackend) -> ProjectScan:
-        """Keep the scan as the project's stat cache (unless nothing changed)."""
+        """Keep the scan as the project's stat cache (unless nothing changed), and release its hold."""
         cached, touched = self.cached, self.touched
         if cached is not None and touched is not None and not touched and self.token == cached.watch_token:
-            return ProjectScan(self.snapshot, cached.id)
-        snapshot_id = _save_cache(store, self.project, self.snapshot, self.token, cached, self.stored, touched)
-        return ProjectScan(self.snapshot, snapshot_id)
+            kept = ProjectScan(self.snapshot, cached.id)
+        else:
+            snapshot_id = _save_cache(store, self.project, self.snapshot, self.token, cached, self.stored, touched)
+            kept = ProjectScan(self.snapshot, snapshot_id)
+        self.hold.release()
+        return kept
+
+    def __enter__(self) -> PendingScan:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is not None:  # (a rolled-back keep's release was rolled back with it)
+            self.hold.release()
 
     def adopt(self, store: StoreBackend) -> None:
         if self.stored is None and any(entry.git_oid for entry in self.snapshot.values()):
@@ -174,8 +190,8 @@ class PendingScan(NamedTuple):
 
 def scan_project(store: StoreBackend, project: Project, rules: ScanRules) -> ProjectScan:
     """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed)."""
-    pending = scan_pending(store, project, rules)
-    scanned = pending.keep(store)
+    with scan_pending(store, project, rules) as pending:
+        scanned = pending.keep(store)
     pending.adopt(store)
     return scanned
 
@@ -191,13 +207,18 @@ def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> Pen
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
     result = None
-    if answer is not None and answer.paths is not None and stored is not None:
-        result = rescan_tree(store, project.root, rules, stored.snapshot, answer.paths, now_ns=now_ns)
-    # A full scan looks up every path: in a plain dict (a copy of a layered cache, shared entries)
-    previous = flat(stored.snapshot) if stored is not None and result is None else None
-    if result is None:
-        index = gitindex.read_index(project.root) if previous is None else None  # a first snapshot reads no file
-        result = scan_tree(store, project.root, rules, previous, now_ns=now_ns, git_index=index)
+    hold = BlobHold(store, project.id)
+    try:
+        if answer is not None and answer.paths is not None and stored is not None:
+            result = rescan_tree(store, project.root, rules, stored.snapshot, answer.paths, now_ns=now_ns, hold=hold)
+        # A full scan looks up every path: in a plain dict (a copy of a layered cache, shared entries)
+        previous = flat(stored.snapshot) if stored is not None and result is None else None
+        if result is None:
+            index = gitindex.read_index(project.root) if previous is None else None  # a first snapshot reads no file
+            result = scan_tree(store, project.root, rules, previous, now_ns=now_ns, git_index=index, hold=hold)
+    except BaseException:
+        hold.release()
+        raise
     token = answer.token if answer is not None else None
     touched: set[str] | None = None
     if stored is not None:
@@ -213,7 +234,7 @@ def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> Pen
                 kept = map(operator.is_not, now.values(), map(previous.get, now.keys()))
                 touched = set(itertools.compress(now.keys(), kept)) | (previous.keys() - now.keys())
         touched = {path for path in touched if result.snapshot.get(path) != was.get(path)}
-    return PendingScan(project, result.snapshot, token, cached, stored, touched)
+    return PendingScan(project, result.snapshot, token, cached, stored, touched, hold)
 
 
 def _save_cache(
@@ -277,8 +298,11 @@ def _teaching_first(
     yield from objects
 
 
-def copy_git_objects(store: StoreBackend, root: str, oids: Iterable[str], *, teach: bool = False) -> dict[str, BlobId]:
-    """Copy git objects into the store; the content id of each (one that is gone is left out).
+def copy_git_objects(
+    store: StoreBackend, root: str, oids: Iterable[str], hold: BlobHold, *, teach: bool = False
+) -> dict[str, BlobId]:
+    """Copy git objects into the store, under *hold* until the caller names them; the content id of each (one
+    that is gone is left out).
 
     *teach*: the first copies train the store's dictionary if it has none (the background copy does; a
     command's own copies are on the agent's path and do not wait for training).
@@ -292,6 +316,7 @@ def copy_git_objects(store: StoreBackend, root: str, oids: Iterable[str], *, tea
                 continue
             if batch == 0:
                 stack.enter_context(store.transaction())
+                hold.take()
             copied[oid] = store.put_content([data])[0]
             batch += len(data) + 1
             if batch > ADOPT_BATCH_BYTES:
@@ -300,12 +325,15 @@ def copy_git_objects(store: StoreBackend, root: str, oids: Iterable[str], *, tea
     return copied
 
 
-def _with_git_copies(store: StoreBackend, root: str, snapshot: Snapshot, paths: Iterable[str]) -> Snapshot:
-    """*snapshot* with the entries at *paths* whose content is a git object made stored copies (or uncovered)."""
+def _with_git_copies(
+    store: StoreBackend, root: str, snapshot: Snapshot, paths: Iterable[str], hold: BlobHold
+) -> Snapshot:
+    """*snapshot* with the entries at *paths* whose content is a git object made stored copies (or uncovered),
+    stored under *hold*."""
     entries = {path: snapshot[path] for path in paths if path in snapshot and snapshot[path].git_oid}
     if not entries:
         return snapshot
-    copied = copy_git_objects(store, root, (entry.git_oid or "" for entry in entries.values()))
+    copied = copy_git_objects(store, root, (entry.git_oid or "" for entry in entries.values()), hold)
     updated = Layered.over(snapshot)  # (a copy of the changed entries only)
     for path, entry in entries.items():
         blob = copied.get(entry.git_oid or "")
@@ -337,39 +365,43 @@ def adopt_git_objects(store: StoreBackend, project: Project) -> int:
         del loaded, on_git
         if not pending:
             return adopted
-        copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid), teach=True)
-        trim_heap()  # the copies' buffers, before the cache is encoded
-        with store.transaction():
-            newest = store.latest_snapshot(project.id, data=False)
-            loaded = load_snapshot(store, newest.id) if newest else None
-            if newest is None or loaded is None:
-                return adopted
-            changes: dict[str, Entry] = {}
-            for path, oid in pending:
-                entry = loaded.snapshot.get(path)
-                if entry is None or entry.git_oid != oid:
-                    continue  # rescanned since: the scan decided what it holds
-                blob = copied.get(oid or "")
-                changes[path] = (
-                    entry._replace(blob=blob, target=None)
-                    if blob is not None
-                    else entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
+        hold = BlobHold(store, project.id)  # released once the round's cache names its copies
+        try:
+            copied = copy_git_objects(store, project.root, (oid for _, oid in pending if oid), hold, teach=True)
+            trim_heap()  # the copies' buffers, before the cache is encoded
+            with store.transaction():
+                newest = store.latest_snapshot(project.id, data=False)
+                loaded = load_snapshot(store, newest.id) if newest else None
+                if newest is None or loaded is None:
+                    return adopted
+                changes: dict[str, Entry] = {}
+                for path, oid in pending:
+                    entry = loaded.snapshot.get(path)
+                    if entry is None or entry.git_oid != oid:
+                        continue  # rescanned since: the scan decided what it holds
+                    blob = copied.get(oid or "")
+                    changes[path] = (
+                        entry._replace(blob=blob, target=None)
+                        if blob is not None
+                        else entry._replace(kind="uncovered", target=None, reason=GIT_OBJECT_GONE)
+                    )
+                current = loaded.snapshot.flat()
+                # A layered cache's flat view is a new dict; a cache of one layer gives its own entries, which the
+                # decoded cache other readers hold shares: copied before the round's changes go in.
+                current = dict(current) if current is loaded.snapshot.full.entries else current
+                del loaded
+                current.update(changes)
+                adopted += len(changes)
+                del changes, copied, pending
+                snapshot_id = store.save_snapshot(
+                    project.id,
+                    encode_snapshot(current),
+                    len(current),
+                    watch_token=newest.watch_token,
+                    content_bytes=content_bytes(current),
                 )
-            current = loaded.snapshot.flat()
-            # A layered cache's flat view is a new dict; a cache of one layer gives its own entries, which the
-            # decoded cache other readers hold shares: copied before the round's changes go in.
-            current = dict(current) if current is loaded.snapshot.full.entries else current
-            del loaded
-            current.update(changes)
-            adopted += len(changes)
-            del changes, copied, pending
-            snapshot_id = store.save_snapshot(
-                project.id,
-                encode_snapshot(current),
-                len(current),
-                watch_token=newest.watch_token,
-                content_bytes=content_bytes(current),
-            )
+        finally:
+            hold.release()
         remember_snapshot(store, stored_snapshot(snapshot_id, current))  # the next round's start: not decoded again
         del current
         trim_heap()  # what the round freed (the cache it started from, the encoded one)
@@ -451,13 +483,14 @@ def _too_large_folder(path: str, rules: OutsideRules) -> bool:
     return False
 
 
-def _scan_outside(store: StoreBackend, path: str, rules: OutsideRules) -> Snapshot:
-    """One outside path (a file, a link, or a whole folder) as a snapshot keyed by absolute path."""
+def _scan_outside(store: StoreBackend, path: str, rules: OutsideRules, hold: BlobHold) -> Snapshot:
+    """One outside path (a file, a link, or a whole folder) as a snapshot keyed by absolute path; what it stores
+    is held by *hold* (the command's project scan's)."""
     parent, name = os.path.split(path)
     home = store_folder(store)
     skip = frozenset([os.path.relpath(home, parent)]) if is_inside(home, path) else frozenset()  # a folder holding it
     scan_rules = ScanRules(max_file_bytes=rules.home_max_bytes, max_file_mib=rules.home_max_mib, skip=skip)
-    result = scan_tree(store, parent, scan_rules, None, now_ns=time.time_ns(), only=name)
+    result = scan_tree(store, parent, scan_rules, None, now_ns=time.time_ns(), only=name, hold=hold)
     return {os.path.join(parent, rel): entry for rel, entry in result.snapshot.items()}
 
 
@@ -470,8 +503,10 @@ def outside_copy_refusal(path: str, rules: OutsideRules) -> Message | None:
     return None
 
 
-def watch_outside(store: StoreBackend, paths: Sequence[str], rules: OutsideRules) -> tuple[tuple[Watch, ...], Snapshot]:
-    """Copy each outside path before the command runs, as far as the mode and the limits allow."""
+def watch_outside(
+    store: StoreBackend, paths: Sequence[str], rules: OutsideRules, hold: BlobHold
+) -> tuple[tuple[Watch, ...], Snapshot]:
+    """Copy each outside path before the command runs, as far as the mode and the limits allow (under *hold*)."""
     watches: list[Watch] = []
     outside: Snapshot = {}
     for path in paths:
@@ -479,7 +514,7 @@ def watch_outside(store: StoreBackend, paths: Sequence[str], rules: OutsideRules
         if reason is not None:
             watches.append(Watch(path, False, reason, _stamp(path, store_folder(store))))
             continue
-        outside.update(_scan_outside(store, path, rules))
+        outside.update(_scan_outside(store, path, rules, hold))
         watches.append(Watch(path, True, None, None))
     return tuple(watches), outside
 
@@ -501,25 +536,25 @@ def start_call(
     """Scan the baseline, copy the outside paths the command names, and record a running call (known to its
     harness as *external_id*: kind, id). The baseline and the call are kept in one transaction."""
     store = target.store
-    pending = scan_pending(store, target.project, rules)
-    outside_paths = named_outside_paths(argv, cwd, target.project.root, store_folder(store))
-    watches, outside = watch_outside(store, outside_paths, outside_rules)
-    raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
-    with store.transaction():
-        baseline = pending.keep(store)
-        before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
-        snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(outside), purpose="call")
-        call_id = store.create_call(
-            target.turn,
-            "exec",
-            raw_input,
-            kind=kind,
-            snapshot_id=snapshot_id,
-            baseline_id=baseline.snapshot_id,
-            unasked=unasked,
-        )
-        if external_id is not None:
-            store.set_call_external_id(call_id, store.external_id(*external_id))
+    with scan_pending(store, target.project, rules) as pending:
+        outside_paths = named_outside_paths(argv, cwd, target.project.root, store_folder(store))
+        watches, outside = watch_outside(store, outside_paths, outside_rules, pending.hold)
+        raw_input = json.dumps({"command": list(argv), "cwd": os.path.relpath(cwd, target.project.root)})
+        with store.transaction():
+            baseline = pending.keep(store)
+            before = CallBefore(baseline.snapshot_id, baseline.snapshot, watches, outside)
+            snapshot_id = store.save_snapshot(target.project.id, before.encode(), len(outside), purpose="call")
+            call_id = store.create_call(
+                target.turn,
+                "exec",
+                raw_input,
+                kind=kind,
+                snapshot_id=snapshot_id,
+                baseline_id=baseline.snapshot_id,
+                unasked=unasked,
+            )
+            if external_id is not None:
+                store.set_call_external_id(call_id, store.external_id(*external_id))
     pending.adopt(store)
     return call_id, before
 
@@ -555,53 +590,57 @@ def finish_call(
     command ran: not the command's. A path whose state did not change (rewritten with the same bytes) is no
     change at all. *only*: the paths the call can have changed (every other difference is not its).
     """
-    pending = scan_pending(store, project, rules)
-    after = pending.snapshot
-    changes: list[tuple[str, FileState, FileState, bool, Message | None]] = []
-    # A partial scan from the command's own baseline knows the only paths that can differ.
-    since_id = pending.cached.id if pending.cached is not None else None
-    where = pending.touched if since_id == before.baseline_id else None
-    if only is not None:
-        where = set(only) if where is None else where & set(only)
-    differences = diff_snapshots(before.project, after, where)
-    if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):
-        touched = [change.path for change in differences]
-        baseline = _with_git_copies(store, project.root, before.project, touched)
-        now = _with_git_copies(store, project.root, after, touched)
-        differences = [TreeChange(c.path, baseline.get(c.path), now.get(c.path)) for c in differences]
-    for change in differences:
-        # Changed while the command waited to start (the user, during a permission prompt); but an excluded
-        # folder's ctime is its own, which a change below it leaves as it was: that is kept (not covered, so
-        # never undone).
-        if (
-            started_ns is not None
-            and change.after is not None
-            and change.after.ctime_ns < started_ns
-            and not (change.after.kind == "uncovered" and stat.S_ISDIR(change.after.mode))
-        ):
-            continue
-        old, new = _state(change.before), _state(change.after)
-        if old == new and change.after is not None and change.after.kind != "uncovered":
-            continue
-        changes.append((change.path, old, new, False, _reason(change)))
-    for watch in before.watches:
-        if watch.copied:
-            inside = {p: e for p, e in before.outside.items() if p == watch.path or p.startswith(watch.path + "/")}
-            now = _scan_outside(store, watch.path, outside_rules)
-            for change in diff_snapshots(inside, now):
-                changes.append((change.path, _state(change.before), _state(change.after), True, _reason(change)))
-        elif _stamp(watch.path, store_folder(store)) != (tuple(watch.stamp) if watch.stamp else None):
-            changed = FileState("file") if os.path.lexists(watch.path) else ABSENT
-            was = FileState("file") if watch.stamp is not None else ABSENT
-            changes.append((watch.path, was, changed, True, watch.reason))
-    turn = store.turn(call.turn_id)
-    with store.transaction():  # the new stat cache and the call's changes: one commit
-        pending.keep(store)
-        for seq, (path, old, new, outside, reason) in enumerate(changes):
-            store.add_change(call.id, seq, project.id, RelPath(path), old, new, outside=outside, not_covered=reason)
-        store.finish_call(
-            call.id, "done" if error is None else "failed", error, exit_code=exit_code, late=turn.status != "running"
-        )
+    with scan_pending(store, project, rules) as pending:
+        after = pending.snapshot
+        changes: list[tuple[str, FileState, FileState, bool, Message | None]] = []
+        # A partial scan from the command's own baseline knows the only paths that can differ.
+        since_id = pending.cached.id if pending.cached is not None else None
+        where = pending.touched if since_id == before.baseline_id else None
+        if only is not None:
+            where = set(only) if where is None else where & set(only)
+        differences = diff_snapshots(before.project, after, where)
+        if any((c.before and c.before.git_oid) or (c.after and c.after.git_oid) for c in differences):
+            touched = [change.path for change in differences]
+            baseline = _with_git_copies(store, project.root, before.project, touched, pending.hold)
+            now = _with_git_copies(store, project.root, after, touched, pending.hold)
+            differences = [TreeChange(c.path, baseline.get(c.path), now.get(c.path)) for c in differences]
+        for change in differences:
+            # Changed while the command waited to start (the user, during a permission prompt); but an excluded
+            # folder's ctime is its own, which a change below it leaves as it was: that is kept (not covered, so
+            # never undone).
+            if (
+                started_ns is not None
+                and change.after is not None
+                and change.after.ctime_ns < started_ns
+                and not (change.after.kind == "uncovered" and stat.S_ISDIR(change.after.mode))
+            ):
+                continue
+            old, new = _state(change.before), _state(change.after)
+            if old == new and change.after is not None and change.after.kind != "uncovered":
+                continue
+            changes.append((change.path, old, new, False, _reason(change)))
+        for watch in before.watches:
+            if watch.copied:
+                inside = {p: e for p, e in before.outside.items() if p == watch.path or p.startswith(watch.path + "/")}
+                now = _scan_outside(store, watch.path, outside_rules, pending.hold)
+                for change in diff_snapshots(inside, now):
+                    changes.append((change.path, _state(change.before), _state(change.after), True, _reason(change)))
+            elif _stamp(watch.path, store_folder(store)) != (tuple(watch.stamp) if watch.stamp else None):
+                changed = FileState("file") if os.path.lexists(watch.path) else ABSENT
+                was = FileState("file") if watch.stamp is not None else ABSENT
+                changes.append((watch.path, was, changed, True, watch.reason))
+        turn = store.turn(call.turn_id)
+        with store.transaction():  # the new stat cache and the call's changes: one commit
+            pending.keep(store)
+            for seq, (path, old, new, outside, reason) in enumerate(changes):
+                store.add_change(call.id, seq, project.id, RelPath(path), old, new, outside=outside, not_covered=reason)
+            store.finish_call(
+                call.id,
+                "done" if error is None else "failed",
+                error,
+                exit_code=exit_code,
+                late=turn.status != "running",
+            )
     pending.adopt(store)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from turnback.catalog import Message
-from turnback.errors import BusyError
+from turnback.errors import BusyError, RecordDamagedError
 from turnback.fsio import ensure_private_dir
 from turnback.model import Call, ProjectId, SessionId, Turn, short_id
 from turnback.procs import parent_and_name, process_alive
@@ -47,6 +47,16 @@ def _holders(store: StoreBackend, project_id: ProjectId) -> _Holders:
     lease ran out."""
     project = store.project(project_id)
     return _Holders(here=project.other_host is None, gone=project.other_host_gone)
+
+
+def holder_ended(store: StoreBackend, project_id: ProjectId, pid: int | None, pid_start: int | None) -> bool:
+    """Whether the process *pid* (started at *pid_start*), holding something of the project, ended (see
+    ``_holders``); a holder of a project no longer registered holds nothing."""
+    try:
+        holders = _holders(store, project_id)
+    except RecordDamagedError:
+        return True
+    return holders.ended(pid, pid_start)
 
 
 def _session_holders(store: StoreBackend, session_id: SessionId) -> _Holders:
@@ -260,6 +270,7 @@ def session_apply_lock(store: StoreBackend, session_id: SessionId, *, wait_s: fl
 __all__ = [
     "harness_command",
     "harness_runs",
+    "holder_ended",
     "live_commands",
     "live_running_turns",
     "mark_interrupted_turns",

@@ -31,6 +31,7 @@ from turnback.capture.scan import Entry, content_bytes, encode_snapshot, load_sn
 from turnback.catalog import Message
 from turnback.errors import RecordDamagedError, StoreError, TurnbackError, UsageError
 from turnback.model import BlobId, CallId, OpId, ProjectId, SessionId
+from turnback.ops.busy import holder_ended
 from turnback.store.api import StoreBackend
 
 VACUUM_FREE_BYTES = 8 << 20
@@ -91,13 +92,27 @@ class Reclaimed:
     dropped_cache_entries: int = 0
 
 
+def held_since(store: StoreBackend) -> int | None:
+    """From when the holds of running processes spare blobs no record names yet (``capture.holds``), if any
+    does; a hold whose process ended is removed."""
+    since: int | None = None
+    for hold in store.blob_holds():
+        if holder_ended(store, hold.project_id, hold.pid, hold.pid_start):
+            store.remove_blob_hold(hold.id)
+        elif since is None or hold.since < since:
+            since = hold.since
+    return since
+
+
 def gc(store: StoreBackend, *, vacuum: bool | None = None) -> Reclaimed:
-    """Delete blobs nothing needs; compact the database when that frees enough (or when asked)."""
+    """Delete blobs nothing needs (sparing what a running scan stored, see ``held_since``); compact the database
+    when that frees enough (or when asked)."""
     result = Reclaimed()
     with store.transaction():
         live = live_blobs(store)
+        since = held_since(store)
         for blob in store.blobs.stored():
-            if blob.id not in live:
+            if blob.id not in live and (since is None or blob.created_at < since):
                 store.blobs.delete(blob.id)
                 result.blobs += 1
                 result.bytes += blob.stored

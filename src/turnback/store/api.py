@@ -61,6 +61,7 @@ from turnback.model import (
 from turnback.paths import RelPath
 from turnback.store.crypto import Crypto
 from turnback.store.records import (
+    BlobHold,
     BusyMark,
     CachedSnapshot,
     CallProcesses,
@@ -521,6 +522,13 @@ class MaintenanceStore(Protocol):
 
     def delete_session_records(self, session_id: SessionId) -> None:
         """Delete a session and every record it owns; its copies stay until a gc finds nothing needs them."""
+
+    def add_blob_hold(self, project_id: ProjectId, pid: int, pid_start: int | None, since: int) -> str:
+        """Record that process *pid* stores blobs of the project that no record names yet, since *since*."""
+
+    def blob_holds(self) -> list[BlobHold]: ...
+
+    def remove_blob_hold(self, hold_id: str) -> None: ...
 
 
 class ActivityStore(Protocol):

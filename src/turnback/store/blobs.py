@@ -128,10 +128,15 @@ def _context(blob_id: bytes, kind: int) -> bytes:
 
 # Blob ids asked about in one query (``present``).
 _IDS_PER_QUERY = 500
-_INSERT_BLOB = "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?) ON CONFLICT DO NOTHING"
+# A blob already stored keeps its bytes, and is stored again as far as gc can tell: a scan that met it again
+# names it in a record only later, and gc spares what was stored since that scan began (``BlobHold``).
+_INSERT_BLOB = (
+    "INSERT INTO blobs(id, kind, size, stored, data, created_at) VALUES(?,?,?,?,?,?)"
+    " ON CONFLICT(id) DO UPDATE SET created_at=excluded.created_at"
+)
 _INSERT_PACKED = (
-    "INSERT INTO blobs(id, kind, size, stored, data, pack, pack_at, created_at) VALUES(?,?,?,?,?,?,?,?) "
-    "ON CONFLICT DO NOTHING"
+    "INSERT INTO blobs(id, kind, size, stored, data, pack, pack_at, created_at) VALUES(?,?,?,?,?,?,?,?)"
+    " ON CONFLICT(id) DO UPDATE SET created_at=excluded.created_at"
 )
 
 
@@ -206,8 +211,10 @@ class BlobStore:
         return SealedBlob(blob_id, kind, size, self._crypto.seal(compressor.compress(plain), _context(blob_id, kind)))
 
     def _put(self, blob_id: BlobId, kind: int, plain: bytes, *, size: int | None = None) -> None:
-        """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own)."""
-        if not self.has(blob_id):
+        """Store one blob; ``size`` is the content's size (a chunk list's is the whole content's, not its own).
+        One already stored is only marked stored now (see ``_INSERT_BLOB``), not sealed again."""
+        touched = self._db.execute("UPDATE blobs SET created_at=? WHERE id=?", (time.time_ns(), blob_id))
+        if not touched.rowcount:
             self.put_sealed([self._seal(blob_id, kind, plain, len(plain) if size is None else size)])
 
     def put_sealed(self, rows: Sequence[SealedBlob]) -> None:
@@ -395,8 +402,9 @@ class BlobStore:
     # -- what gc and verify ask -----------------------------------------------------------------
 
     def stored(self) -> list[StoredBlob]:
-        """Every blob, with the bytes it takes in the store."""
-        return [StoredBlob(bytes(row["id"]), row["stored"]) for row in self._db.all("SELECT id, stored FROM blobs")]
+        """Every blob, with the bytes it takes in the store and when it was last stored."""
+        rows = self._db.all("SELECT id, stored, created_at FROM blobs")
+        return [StoredBlob(bytes(row["id"]), row["stored"], row["created_at"]) for row in rows]
 
     def ids(self) -> set[bytes]:
         return {bytes(row["id"]) for row in self._db.all("SELECT id FROM blobs")}

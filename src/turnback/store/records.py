@@ -112,6 +112,17 @@ class StoredContent(NamedTuple):
 class StoredBlob(NamedTuple):
     id: bytes
     stored: int  # bytes it takes in the store (sealed and compressed)
+    created_at: int  # when it was last stored (a store of content already there counts), this host's clock
+
+
+class BlobHold(NamedTuple):
+    """A process storing blobs no record names yet: gc spares every blob stored since *since* while it runs."""
+
+    id: str
+    project_id: ProjectId
+    pid: int
+    pid_start: int | None
+    since: int  # the holder's clock (``time.time_ns``), the one its blobs' ``created_at`` is read from
 
 
 class FreeSpace(NamedTuple):
@@ -173,6 +184,7 @@ class PackedBlob(NamedTuple):
 
 
 __all__ = [
+    "BlobHold",
     "BusyMark",
     "CachedSnapshot",
     "CallProcesses",

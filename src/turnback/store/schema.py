@@ -192,6 +192,16 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE blobs ADD COLUMN pack_at INTEGER",
         "CREATE INDEX blobs_by_pack ON blobs(pack) WHERE pack IS NOT NULL",
     ],
+    # 10: a process storing blobs that no record names yet (a scan, before its cache is kept): gc spares every
+    # blob stored or met again since it began, while the process runs
+    [
+        """CREATE TABLE blob_holds(
+            id TEXT PRIMARY KEY,
+            project_id TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            pid_start INTEGER,
+            since INTEGER NOT NULL)""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

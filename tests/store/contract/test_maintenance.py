@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from collections.abc import Callable
 
 import pytest
@@ -9,7 +12,9 @@ import pytest
 from tests.store.contract.conftest import file_state
 from turnback.errors import UsageError
 from turnback.model import BlobId, FileState, OpId, Plan, PlanRow, Session, Turn
+from turnback.ops import maintenance
 from turnback.paths import RelPath
+from turnback.procs import process_start
 from turnback.store.api import StoreBackend
 
 
@@ -164,3 +169,30 @@ def test_deleting_a_session_deletes_what_it_owns_and_nothing_else(backend: Store
     assert backend.blobs.has(BlobId(copy))  # the copy stays until a gc finds nothing needs it
     assert backend.call(kept_call).turn_id == kept_turn.id
     assert backend.dangling_references() == []
+
+
+def test_gc_spares_what_a_running_process_holds_and_a_hold_whose_process_ended_holds_nothing(
+    backend: StoreBackend, session: Session, reopen: Callable[[], StoreBackend]
+) -> None:
+    """A scan stores blobs before the record naming them is committed: gc (in any process) spares every blob
+    stored, or stored again, since a running holder's hold began; an ended holder's hold is removed."""
+    backend.blobs.put_bytes(b"stored before the hold, named by nothing")
+    met_again = backend.blobs.put_bytes(b"stored before the hold, and met again by the scan")
+    since = time.time_ns()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    dead = backend.add_blob_hold(session.project_id, ended.pid, 1, since - 10**12)
+    live = backend.add_blob_hold(session.project_id, os.getpid(), process_start(os.getpid()), since)
+    with backend.transaction():
+        stored = backend.blobs.put_bytes(b"stored by the running scan")
+        assert backend.blobs.put_bytes(b"stored before the hold, and met again by the scan") == met_again
+    other = reopen()  # the gc of another process
+    maintenance.gc(other)
+    assert backend.blobs.ids() == {stored, met_again}
+    assert [hold.id for hold in backend.blob_holds()] == [live]
+    assert dead not in {hold.id for hold in other.blob_holds()}
+    assert backend.blobs.read_bytes(stored) == b"stored by the running scan"
+    backend.remove_blob_hold(live)
+    maintenance.gc(other)
+    assert backend.blobs.ids() == set()
+    assert backend.blob_holds() == []

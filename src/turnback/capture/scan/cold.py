@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, BinaryIO
 
 from turnback.capture.gitindex import GitIndex
+from turnback.capture.holds import BlobHold
 from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.split import end_workers, fork_worker, reap_worker, split_units, take_units, unit_queue
@@ -220,11 +221,12 @@ def scan_cold(
     now_ns: int,
     processes: int,
     git_index: GitIndex | None = None,
+    hold: BlobHold | None = None,
 ) -> ScanResult | None:
     """The first snapshot of the tree at *root*, its files read by *processes* forked workers; ``None`` when a
     worker failed, or the top of the tree has more folders than this process may keep open (the caller scans
-    again in one process)."""
-    writer = BatchedWriter(store, teach=True)
+    again in one process). *hold*: as ``scan_tree``'s."""
+    writer = BatchedWriter(store, teach=True, hold=hold)
     scanner = _TopScanner(rules, {}, writer.put, now_ns, None, root, git_index)
     children: dict[int, int] = {}  # pid: the pipe it sends on (-1 once closed)
     units: list[tuple[int, str]] = []

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 
+from turnback.capture.holds import BlobHold
 from turnback.capture.scan.entries import Entry, ScanResult, ScanRules, Snapshot
 from turnback.capture.scan.layers import Layered
 from turnback.capture.scan.walk import DIR_FLAGS, BatchedWriter, NotKnown, Scanner, open_folder
@@ -61,12 +62,14 @@ def rescan_tree(
     *,
     now_ns: int,
     walked: bool = False,
+    hold: BlobHold | None = None,
 ) -> ScanResult | None:
     """*previous* brought up to date by visiting only *changed* (path: whether all below it too), as a
-    watcher reports them (or, *walked*, as ``find_changes`` does); ``None`` when only a full scan can tell."""
+    watcher reports them (or, *walked*, as ``find_changes`` does); ``None`` when only a full scan can tell.
+    *hold*: as ``scan_tree``'s."""
     snapshot = Layered.over(previous)
     units = _units(snapshot, changed, rules, walked=walked)
-    writer = BatchedWriter(store)
+    writer = BatchedWriter(store, hold=hold)
     scanner = Scanner(rules, previous, writer.put, now_ns, None, root)
     scanner.snapshot = snapshot
     cleared: set[str] = set()  # folders whose earlier contents go: gone, no longer folders, or walked anew

@@ -26,6 +26,7 @@ import stat
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from turnback.capture.gitindex import GIT_PREFIX, GitIndex, blob_oid_hasher, object_for
+from turnback.capture.holds import BlobHold
 from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
 from turnback.catalog import Message
 from turnback.model import BlobId
@@ -93,10 +94,13 @@ class BatchedWriter:
     *teach*: a store's first scan holds its first small files back until it
     has trained the store's dictionary on them, so they and all that follow
     compress against it (their ids are known before they are stored).
+    *hold*: taken in the first transaction, so a gc spares what is stored
+    until the caller commits the record that names it (``capture.holds``).
     """
 
-    def __init__(self, store: StoreBackend, *, teach: bool = False):
+    def __init__(self, store: StoreBackend, *, teach: bool = False, hold: BlobHold | None = None):
         self._store = store
+        self._hold = hold
         self._open: contextlib.ExitStack | None = None
         self._files = 0
         self._bytes = 0
@@ -108,6 +112,8 @@ class BatchedWriter:
             # Not synced to disk on its own: nothing refers to a blob until a later record does, and the durable
             # commit of that record makes every commit before it durable too (one log, written in order).
             self._open.enter_context(self._store.transaction(durable=False))
+            if self._hold is not None:
+                self._hold.take()
 
     def put(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         if self._held is not None:

@@ -191,6 +191,15 @@ MIGRATIONS: list[list[str]] = [
         'ALTER TABLE blobs ADD COLUMN pack TEXT COLLATE "C"',
         "ALTER TABLE blobs ADD COLUMN pack_at BIGINT",
     ],
+    # 4: SQLite's migration 10 (a process storing blobs no record names yet: gc spares them while it runs)
+    [
+        """CREATE TABLE blob_holds(
+            id TEXT COLLATE "C" PRIMARY KEY,
+            project_id TEXT COLLATE "C" NOT NULL,
+            pid BIGINT NOT NULL,
+            pid_start BIGINT,
+            since BIGINT NOT NULL)""",
+    ],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,6 +9,7 @@ from typing import NamedTuple
 
 from turnback.model import CallId, OpId, ProjectId, SessionId, TurnId
 from turnback.store.records import (
+    BlobHold,
     ChangeCopies,
     DanglingReference,
     EvictableCall,
@@ -274,3 +275,26 @@ class MaintenanceQueries(SqliteRecords):
         with self.transaction():
             for table, where in _SESSION_ROWS:
                 self.db.execute(f"DELETE FROM {table} WHERE {where}", (session_id,))
+
+    # -- blobs stored before a record names them -------------------------------------------------
+
+    def add_blob_hold(self, project_id: ProjectId, pid: int, pid_start: int | None, since: int) -> str:
+        """Record that process *pid* stores blobs of the project that no record names yet, since *since*."""
+        hold_id = self.new_id()
+        with self.transaction(durable=False):  # it matters only while its process runs: a crash ends it anyway
+            self.db.execute(
+                "INSERT INTO blob_holds(id, project_id, pid, pid_start, since) VALUES(?,?,?,?,?)",
+                (hold_id, project_id, pid, pid_start, since),
+            )
+        return hold_id
+
+    def blob_holds(self) -> list[BlobHold]:
+        rows = self.db.all("SELECT id, project_id, pid, pid_start, since FROM blob_holds ORDER BY since")
+        return [
+            BlobHold(row["id"], ProjectId(row["project_id"]), row["pid"], row["pid_start"], row["since"])
+            for row in rows
+        ]
+
+    def remove_blob_hold(self, hold_id: str) -> None:
+        with self.transaction(durable=False):
+            self.db.execute("DELETE FROM blob_holds WHERE id=?", (hold_id,))
