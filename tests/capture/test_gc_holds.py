@@ -3,7 +3,8 @@
 A scan stores the files it reads as it goes and names them in a record (the stat cache, the command's
 snapshot, its changes) only once it is done. Another process's gc in between (the end of another session's
 turn, a session deleted, ``turnback gc``) must not take those copies: the undo of what the command deleted
-needs them. The gc here runs at the worst moment, from a store opened apart (as another process's is).
+needs them. Planning an undo stores a file changed since, named only by the saved plan, the same way. The gc
+here runs at the worst moment, from a store opened apart (as another process's is).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 import turnback
 from tests.conftest import TEST_KEY
 from turnback.capture import commands, holds
+from turnback.ops import plan as ops_plan
 
 NOTES = b"the user's notes, written before the agent's command\n" * 20
 
@@ -99,3 +101,31 @@ def test_a_gc_between_the_scan_after_a_command_and_its_record_spares_what_it_mad
     engine.end_turn(session.id)
     _undo_last_turn(engine, session)
     assert (project / "made.txt").read_bytes() == made
+
+
+def test_a_gc_while_an_undo_is_planned_spares_the_copy_of_a_file_changed_since(
+    engine: turnback.Engine,
+    session: turnback.Session,
+    project: Path,
+    gc_elsewhere: Callable[[], None],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Planning stores what a file the user changed since holds (its conflict is shown and checked from it);
+    only the saved plan names it."""
+    engine.begin_turn(session.id)
+    engine.run_command(session.id, ["sh", "-c", "echo the agent > report.txt"])
+    engine.end_turn(session.id)
+    (project / "report.txt").write_bytes(b"the user's report, written after the agent\n" * 10)
+    runs: list[int] = []
+    real = ops_plan.finish_rows
+
+    def gc_then_finish(*args: Any, **kwargs: Any) -> Any:
+        gc_elsewhere()
+        runs.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ops_plan, "finish_rows", gc_then_finish)
+    plan = engine.plan_undo(session.id)
+    (row,) = [row for row in plan.rows if row.path == "report.txt"]
+    assert runs == [1] and row.conflict and row.expect is not None and row.expect.blob is not None
+    assert engine.store.blobs.read_bytes(row.expect.blob) == b"the user's report, written after the agent\n" * 10

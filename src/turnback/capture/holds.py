@@ -11,7 +11,9 @@ in the transaction of its first blob: gc spares every blob stored since the
 hold's time while its process runs, and a blob the scan meets already stored
 is marked stored again (``blobs._INSERT_BLOB``). The hold is removed in the
 transaction that commits the record, or when the scan fails; a process that
-ends without removing it holds nothing (gc removes it).
+ends without removing it holds nothing (gc removes it). Planning an undo
+holds the same way what it stores (a file changed since) until the plan is
+saved.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ CLOCK_STEP_NS = 60 * 10**9
 
 
 class BlobHold:
-    """One scan's hold on *store*, for *project_id*: taken at most once, by its first blob; used once."""
+    """One scan's hold on *store*, for *project_id*: taken at most once (by its first blob, or at once by a
+    caller that cannot tell when that comes, as planning); used once."""
 
     def __init__(self, store: StoreBackend, project_id: ProjectId):
         self._store = store

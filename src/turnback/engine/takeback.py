@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
+from turnback.capture.holds import BlobHold
 from turnback.catalog import Message
 from turnback.errors import NothingToDoError, RefusedError, TurnbackError, UsageError
 from turnback.fsio import Tree
@@ -70,8 +71,15 @@ class TakeBack:
         interrupted = self.interrupted(session_id)
         if interrupted is not None:
             return interrupted
-        plan = make(Preparation(session, project, Tree(project.root), lambda: OpId(self._store.new_id())))
-        self._store.save_plan(plan)
+        # What planning stores (a file changed since, to show and check its conflict) is named only by the saved
+        # plan: held until then, so another process's gc meanwhile spares it.
+        hold = BlobHold(self._store, project.id)
+        hold.take()
+        try:
+            plan = make(Preparation(session, project, Tree(project.root), lambda: OpId(self._store.new_id())))
+            self._store.save_plan(plan)
+        finally:
+            hold.release()
         return plan
 
     def _title_for(self) -> Callable[[Turn], str]:
