@@ -384,11 +384,16 @@ def skipped_paths(results: list[turnback.OpResult]) -> set[str]:
 
 
 def check_other_paths(w: World, end: dict[str, tuple[str, bytes | str | None, int]], *, forced: bool) -> None:
-    """Every path the user did not edit is at its start state, but folders above a user's file stay."""
+    """Every path the user did not edit is at its start state, but folders above a user's file stay, and
+    nothing is below a user's file (one the user wrote where the agent removed a folder: ``LAST``)."""
     kept = {rel for rel in w.user_after if expected_end(w, rel, forced=forced) is not None}
     holders = {"/".join(rel.split("/")[:i]) for rel in kept for i in range(1, rel.count("/") + 1)}
+    files = [rel for rel in kept if (expected_end(w, rel, forced=forced) or ("absent",))[0] != "dir"]
     for rel in sorted((w.start.keys() | end.keys()) - w.user_after.keys()):
-        if rel in holders and rel not in w.start:
+        above = [file for file in files if rel.startswith(file + "/")]
+        if above:
+            assert rel not in end, f"{rel} is below the user's file {above[0]}, so nothing can be there"
+        elif rel in holders and rel not in w.start:
             assert end.get(rel, ("absent",))[0] == "dir", f"{rel} holds a user's file, so it must stay a folder"
         else:
             assert end.get(rel) == w.start.get(rel), f"{rel} is not back at its start state"
@@ -453,6 +458,9 @@ def test_undo_keeps_the_bytes_a_user_wrote(scenario: Scenario) -> None:
         [[("write", "docs/sub/x.md", b"a\n"), ("write", "docs/sub/x.md", b"b\n")]],
         [("user_delete", "docs/sub/x.md")],
     )
+)
+@example(  # (4): the user writes a file where the agent deleted a folder; what was in it cannot come back
+    scenario=([[("delete", "docs/guide.md"), ("delete", "docs")]], [("user_write", LAST, b"")])
 )
 def test_undo_keeps_every_user_edit(scenario: Scenario) -> None:
     """(b) Every user edit after the agent stands (deletions and write-backs too); force then still finishes."""
