@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import turnback
-from tests.conftest import TEST_KEY
+from tests.conftest import TEST_KEY, Result, run_cli
 from turnback.capture import commands, holds
 from turnback.ops import plan as ops_plan
 
@@ -129,3 +129,21 @@ def test_a_gc_while_an_undo_is_planned_spares_the_copy_of_a_file_changed_since(
     (row,) = [row for row in plan.rows if row.path == "report.txt"]
     assert runs == [1] and row.conflict and row.expect is not None and row.expect.blob is not None
     assert engine.store.blobs.read_bytes(row.expect.blob) == b"the user's report, written after the agent\n" * 10
+
+
+def test_turnback_gc_run_meanwhile_says_what_it_kept_for_the_running_scan(
+    engine: turnback.Engine, session: turnback.Session, project: Path, home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine.begin_turn(session.id)
+    engine.run_command(session.id, ["true"])
+    (project / "notes.txt").write_bytes(NOTES)
+    said: list[Result] = []
+    monkeypatch.setattr(holds, "CLOCK_STEP_NS", 0)  # (what the first command stored is not held)
+    _gc_before(monkeypatch, "named_outside_paths", lambda: said.append(run_cli(home, "gc", cwd=project)))
+    engine.run_command(session.id, ["rm", "notes.txt"])
+    (gc,) = said
+    assert gc.rc == 0
+    assert gc.lines == ["reclaimed 0 copies (0 B); 1 copy a running scan stored is kept until it is done"]
+    monkeypatch.undo()
+    later = run_cli(home, "gc", "--json", cwd=project)
+    assert later.rc == 0 and later.json()["held"] == 0

@@ -90,6 +90,7 @@ class Reclaimed:
     evicted_calls: list[str] = field(default_factory=list)
     evicted_ops: list[str] = field(default_factory=list)
     dropped_cache_entries: int = 0
+    held: int = 0  # copies nothing names yet that gc kept: a running scan stored them (``held_since``)
 
 
 def held_since(store: StoreBackend) -> int | None:
@@ -112,10 +113,14 @@ def gc(store: StoreBackend, *, vacuum: bool | None = None) -> Reclaimed:
         live = live_blobs(store)
         since = held_since(store)
         for blob in store.blobs.stored():
-            if blob.id not in live and (since is None or blob.created_at < since):
-                store.blobs.delete(blob.id)
-                result.blobs += 1
-                result.bytes += blob.stored
+            if blob.id in live:
+                continue
+            if since is not None and blob.created_at >= since:
+                result.held += 1
+                continue
+            store.blobs.delete(blob.id)
+            result.blobs += 1
+            result.bytes += blob.stored
     result.bytes += store.blobs.reclaim_packs(store.transaction)
     space = store.free_space()
     free, total = space.free_bytes, space.total_bytes

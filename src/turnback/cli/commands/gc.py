@@ -24,6 +24,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
         parts.append(Message("gc_compacted"))
     if capped.evicted_calls:
         parts.append(Message("gc_evicted", count=len(capped.evicted_calls)))
+    if reclaimed.held:
+        parts.append(Message("gc_held", count=reclaimed.held))
     ctx.out.line(join(parts))
     ctx.out.json(
         {
@@ -31,6 +33,7 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
             "bytes": size,
             "vacuumed": reclaimed.vacuumed or capped.vacuumed,
             "evicted_calls": capped.evicted_calls,
+            "held": reclaimed.held,
         }
     )
     return 0
