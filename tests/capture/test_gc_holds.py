@@ -30,17 +30,18 @@ def gc_elsewhere(home: Path) -> Iterator[Callable[[], None]]:
         yield lambda: other.gc()
 
 
-def _gc_before(monkeypatch: pytest.MonkeyPatch, name: str, gc: Callable[[], None]) -> list[int]:
-    """Make the gc run each time the capture code calls *name* (after its scan, before its record); the runs."""
+def _gc_before(monkeypatch: pytest.MonkeyPatch, name: str, gc: Callable[[], None], module: Any = commands) -> list[int]:
+    """Make the gc run each time *module* (the capture code) calls *name* (after its scan, before its record);
+    the runs."""
     runs: list[int] = []
-    real = getattr(commands, name)
+    real = getattr(module, name)
 
     def gc_then_call(*args: Any, **kwargs: Any) -> Any:
         gc()
         runs.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(commands, name, gc_then_call)
+    monkeypatch.setattr(module, name, gc_then_call)
     return runs
 
 
@@ -116,15 +117,7 @@ def test_a_gc_while_an_undo_is_planned_spares_the_copy_of_a_file_changed_since(
     engine.run_command(session.id, ["sh", "-c", "echo the agent > report.txt"])
     engine.end_turn(session.id)
     (project / "report.txt").write_bytes(b"the user's report, written after the agent\n" * 10)
-    runs: list[int] = []
-    real = ops_plan.finish_rows
-
-    def gc_then_finish(*args: Any, **kwargs: Any) -> Any:
-        gc_elsewhere()
-        runs.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(ops_plan, "finish_rows", gc_then_finish)
+    runs = _gc_before(monkeypatch, "finish_rows", gc_elsewhere, ops_plan)  # (planning's last step)
     plan = engine.plan_undo(session.id)
     (row,) = [row for row in plan.rows if row.path == "report.txt"]
     assert runs == [1] and row.conflict and row.expect is not None and row.expect.blob is not None
