@@ -7,6 +7,7 @@ revert names the service's own check, to run before reloading it.
 
 from __future__ import annotations
 
+import re
 from fnmatch import fnmatchcase
 
 from turnback.catalog import Message
@@ -32,8 +33,15 @@ _SERVICES: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# A part of each glob without wildcards that any path it matches holds: most paths an undo restores hold none,
+# and are told so by one search, not a match per glob (an undo of 1,000 files asked 16,000 matches: 6 ms).
+_ANY_SERVICE = re.compile("|".join(re.escape(max(glob.split("*"), key=len)) for glob, _, _ in _SERVICES))
+
+
 def service_note(path: str) -> Message | None:
     """What to tell a user who reverted *path*, when a service loads it; ``None`` otherwise."""
+    if _ANY_SERVICE.search(path) is None:
+        return None
     for glob, service, check in _SERVICES:
         if fnmatchcase(path, glob):
             return Message("service_may_use_old", path=path, service=service, check=check)
