@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import cli_env, tree_state
+import turnback
+from tests.conftest import TEST_KEY, cli_env, tree_state
 from tests.shared.conftest import Host
 
 ELSEWHERE = f"turnback: this session's files are on {socket.gethostname()}; run it there"
@@ -145,3 +146,28 @@ def test_a_live_host_renews_its_lease_so_its_turn_runs_for_other_hosts(  # type:
     finally:
         agent.kill()
         agent.wait()
+
+
+def test_another_hosts_gc_spares_what_a_scan_there_holds_until_that_host_can_tell_it_ended(  # type: ignore[no-untyped-def]
+    host, project: Path, store_url: str
+) -> None:
+    """A hold's process runs on the project's host: only there can its end be seen. Another host's gc spares what
+    it holds (as it spares that host's running turns) while the project's host removes a hold whose process
+    ended, and reclaims."""
+    a, b = host("a"), host("b")
+    session = _recorded_turn(a, project)
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    with turnback.Engine.open(
+        str(project.parent / "home-a"), key_secret=TEST_KEY, try_keyring=False, store_url=store_url, host_id="host-a"
+    ) as engine:
+        since = time.time_ns()
+        with engine.store.transaction():
+            loose = engine.store.blobs.put_bytes(b"stored by a scan on host a, named by nothing yet")
+        engine.store.add_blob_hold(engine.session(session).project_id, ended.pid, 1, since)
+        elsewhere = b("gc", "--json")
+        assert elsewhere.rc == 0 and elsewhere.json()["held"] == 1, elsewhere
+        assert engine.store.blobs.has(loose)
+        here = a("gc", "--json")
+        assert here.rc == 0 and here.json()["held"] == 0 and here.json()["blobs"] >= 1, here
+        assert not engine.store.blobs.has(loose) and engine.store.blob_holds() == []
