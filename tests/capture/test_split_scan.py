@@ -34,7 +34,7 @@ import turnback
 from tests.capture.test_watch import OPERATION, PROPERTY, Operation, Playground, set_old_mtimes
 from tests.conftest import ROOT, TEST_KEY, unprivileged_prefix
 from turnback.capture import scan
-from turnback.capture.scan import ScanResult, ScanRules, Snapshot, find_changes, scan_tree
+from turnback.capture.scan import ScanResult, ScanRules, Snapshot, find_changes, scan_tree, split
 from turnback.catalog import Message
 
 RULES = ScanRules(max_file_bytes=16 << 20)
@@ -251,6 +251,27 @@ def test_a_split_scan_cut_short_leaves_no_child(engine: turnback.Engine, tmp_pat
         signal.signal(signal.SIGALRM, old)
     assert child_pids() <= children
     assert signal.pthread_sigmask(signal.SIG_BLOCK, ()) == mask  # nothing left blocked: a ^C still ends the process
+
+
+def test_ending_the_workers_of_a_scan_cut_short_right_after_one_was_reaped_kills_only_the_others() -> None:
+    """A signal's handler that was due before ``reap_worker`` held the signals runs as soon as its wait returns:
+    the worker is reaped but still listed. Ending the workers then forgets it (its id may be another process's
+    now: never signalled) and kills and reaps the ones still running."""
+    reaped = os.fork()
+    if reaped == 0:
+        os._exit(0)
+    os.waitpid(reaped, 0)
+    running = os.fork()
+    if running == 0:
+        time.sleep(60)
+        os._exit(0)
+    read, write = os.pipe()
+    os.close(write)
+    split.end_workers({reaped: -1, running: read})
+    with pytest.raises(ChildProcessError):
+        os.waitpid(running, os.WNOHANG)  # killed and reaped
+    with pytest.raises(OSError):
+        os.fstat(read)  # its pipe closed
 
 
 UNREADABLE_SCRIPT = """

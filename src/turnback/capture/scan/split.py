@@ -191,18 +191,32 @@ def _work_in_child(work: Callable[[BinaryIO], object], sent: int) -> NoReturn:
 
 def end_workers(children: dict[int, int]) -> None:
     """Kill and reap the workers still in *children* (a scan cut short: none outlives it), closing their pipes
-    (those not already closed: -1)."""
-    for pid in children:
+    (those not already closed: -1). One already reaped is only forgotten: its process id may be another's now."""
+    ours = [pid for pid in children if _unreaped(pid)]
+    for pid in ours:
         os.kill(pid, signal.SIGKILL)
-    for pid, found in children.items():
+    for found in children.values():
         if found >= 0:
             os.close(found)
+    for pid in ours:
         os.waitpid(pid, 0)
+
+
+def _unreaped(pid: int) -> bool:
+    """Whether *pid* is still this process's child, running or ended but not reaped (its id is no one else's).
+
+    A worker can be reaped and still be listed: a signal's handler that was due before ``reap_worker`` held the
+    signals runs as soon as the wait returns, before the worker is forgotten."""
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return False
+    return True
 
 
 def reap_worker(children: dict[int, int], pid: int) -> bool:
     """Wait for the worker *pid* (its pipe closed already), forget it; whether it ended well."""
-    with _signals_held():  # a child reaped is a child forgotten, and the other way round
+    with _signals_held():  # a child reaped is a child forgotten, and the other way round (but see _unreaped)
         status = os.waitpid(pid, 0)[1]
         del children[pid]
     return status == 0
