@@ -10,7 +10,7 @@ from fnmatch import fnmatchcase
 
 import pytest
 
-from turnback.services import _SERVICES, service_note
+from turnback.services import _SERVICES, fixed_part, service_note
 
 
 def first_match(path: str) -> str | None:
@@ -38,3 +38,18 @@ def test_each_service_s_paths_name_the_first_matching_service_and_its_check(path
 def test_paths_no_service_loads_name_none(path: str) -> None:
     assert first_match(path) is None
     assert service_note(path) is None
+
+
+@pytest.mark.parametrize(
+    ("glob", "matching", "part"),
+    [
+        ("*haproxy?.cfg", "etc/haproxy2.cfg", "haproxy"),
+        ("*sshd_config[._]d/*", "etc/ssh/sshd_config.d/x.conf", "sshd_config"),
+        ("*nginx/*", "/etc/nginx/sites", "nginx/"),
+    ],
+)
+def test_a_glob_s_fixed_part_is_cut_at_every_wildcard_and_held_by_what_it_matches(
+    glob: str, matching: str, part: str
+) -> None:
+    assert fnmatchcase(matching, glob)
+    assert fixed_part(glob) == part and part in matching

@@ -51,11 +51,12 @@ def _holders(store: StoreBackend, project_id: ProjectId) -> _Holders:
 
 def holder_ended(store: StoreBackend, project_id: ProjectId, pid: int | None, pid_start: int | None) -> bool:
     """Whether the process *pid* (started at *pid_start*), holding something of the project, ended (see
-    ``_holders``); a holder of a project no longer registered holds nothing."""
+    ``_holders``). With no project to tell its host by (gone, or its row damaged), its process id is taken as
+    this host's: a live one still holds, so nothing it holds is lost, and an ended one's hold goes."""
     try:
         holders = _holders(store, project_id)
     except RecordDamagedError:
-        return True
+        return pid is not None and not process_alive(pid, pid_start)
     return holders.ended(pid, pid_start)
 
 

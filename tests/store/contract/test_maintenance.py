@@ -11,7 +11,7 @@ import pytest
 
 from tests.store.contract.conftest import file_state
 from turnback.errors import UsageError
-from turnback.model import BlobId, FileState, OpId, Plan, PlanRow, Session, Turn
+from turnback.model import BlobId, FileState, OpId, Plan, PlanRow, ProjectId, Session, Turn
 from turnback.ops import maintenance
 from turnback.paths import RelPath
 from turnback.procs import process_start
@@ -196,3 +196,21 @@ def test_gc_spares_what_a_running_process_holds_and_a_hold_whose_process_ended_h
     maintenance.gc(other)
     assert backend.blobs.ids() == set()
     assert backend.blob_holds() == []
+
+
+def test_a_hold_of_a_project_not_registered_is_judged_by_its_process_here(
+    backend: StoreBackend, session: Session
+) -> None:
+    """With no project row to tell its host by, a live holder still holds (nothing it stored is lost) and an
+    ended one's hold goes."""
+    since = time.time_ns()
+    ended = subprocess.Popen(["true"])
+    ended.wait()
+    unknown = ProjectId("f" * 32)
+    backend.add_blob_hold(unknown, ended.pid, 1, since)
+    live = backend.add_blob_hold(unknown, os.getpid(), process_start(os.getpid()), since)
+    with backend.transaction():
+        stored = backend.blobs.put_bytes(b"stored under a hold of a project not registered")
+    reclaimed = maintenance.gc(backend)
+    assert reclaimed.held == 1 and backend.blobs.ids() == {stored}
+    assert [hold.id for hold in backend.blob_holds()] == [live]  # the dead one removed
