@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 import turnback
-from tests.capture.test_cold_scan import cold_scan, files_in, make_tree, workers_take_part
-from turnback.capture.scan import walk
+from tests.capture.test_cold_scan import RULES, cold_scan, files_in, make_tree, workers_take_part
+from turnback.capture.scan import cold, walk
 from turnback.catalog import word
 from turnback.errors import BlobCorruptError
+from turnback.fsio import STEPS
 from turnback.model import BlobId
 from turnback.ops import maintenance
+from turnback.store import blobs
 from turnback.store.blobs import PACK_IDLE_S, is_pack_name
 from turnback.store.records import PackedBlob
 
@@ -179,3 +181,79 @@ def test_gc_leaves_a_pack_it_cannot_read_whole_and_goes_on(engine: turnback.Engi
     assert pack.exists()
     assert [row["pack"] for row in packed_rows(store) if row["id"] == last["id"]] == [name]
     assert bytes(last["id"]) in maintenance.verify(store).blobs  # type: ignore[arg-type]
+
+
+def test_a_pack_holds_each_sealed_copy_where_append_said(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Copies are gathered and written a few at a time, a large one as it is: the file holds them in order,
+    each at the offset its row will name; what was gathered but never flushed is not written."""
+    monkeypatch.setattr(blobs, "PACK_WRITE_BYTES", 100)
+    writer = blobs.PackWriter(str(tmp_path))
+    pieces = [os.urandom(n) for n in (10, 50, 60, 250, 5, 99, 1)]
+    offsets = [writer.append(piece) for piece in pieces]
+    writer.flush()
+    writer.sync_written()
+    writer.append(b"never flushed")
+    writer.close()
+    data = (tmp_path / writer.name).read_bytes()
+    assert data == b"".join(pieces)
+    assert [data[at : at + len(piece)] for at, piece in zip(offsets, pieces, strict=True)] == pieces
+
+
+def test_rows_are_sent_only_for_bytes_a_finished_sync_made_durable(
+    engine: turnback.Engine, tree: Path, tmp_path: Path
+) -> None:
+    """Each worker syncs its pack in a thread while it goes on sealing: the rows naming a copy reach the parent
+    only once a sync that began after the copy was written has ended (here a sync after every copy)."""
+    log = tmp_path / "order.log"
+    real_sync, real_send = blobs.PackWriter.sync_written, cold._SealingScanner._send
+
+    def note(line: str) -> None:
+        fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, f"{os.getpid()} {line}\n".encode())
+        finally:
+            os.close(fd)
+
+    def sync_written(self: blobs.PackWriter) -> None:
+        written = os.fstat(self._fd).st_size if self._fd >= 0 else 0  # what this sync makes durable
+        real_sync(self)
+        note(f"synced {self.name} {written}")
+
+    def send(self: cold._SealingScanner, message: tuple[object, ...], contents: Sequence[bytes] = ()) -> None:
+        if message[0] == cold._PACKED:
+            rows = [PackedBlob._make(row) for row in message[1]]  # type: ignore[attr-defined]
+            for row in rows:
+                note(f"sent {row.pack} {row.at + row.stored}")
+        real_send(self, message, contents)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(cold, "PACK_SYNC_BYTES", 1)
+        patch.setattr(blobs, "PACK_WRITE_BYTES", 64)
+        patch.setattr(blobs.PackWriter, "sync_written", sync_written)
+        patch.setattr(cold._SealingScanner, "_send", send)
+        result = cold_scan(engine.store, tree)
+    synced: dict[tuple[str, str], int] = {}
+    sent = 0
+    for line in log.read_text().splitlines():
+        pid, what, pack, end = line.split()
+        if what == "synced":
+            synced[pid, pack] = int(end)
+        else:
+            sent += 1
+            assert int(end) <= synced.get((pid, pack), 0), line  # a row for bytes no finished sync covered
+    assert sent >= len(packed_rows(engine.store)) > 1  # (two files with the same bytes: one row)
+    for path, data in files_in(tree):
+        assert engine.store.blobs.read_bytes(result.snapshot[path].blob) == data, path
+
+
+def test_a_pack_sync_that_fails_fails_its_worker_and_no_row_names_its_bytes(
+    engine: turnback.Engine, tree: Path
+) -> None:
+    """The sync runs in a thread of the worker: what it raises (an I/O error from the disk) still ends the worker
+    as a failure, so the scan is run again in one process, and the parent stored no row of that pack."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(STEPS, "faults", {"eio": STEPS.fsyncs + 1})  # each worker's first fsync, in its sync thread
+        result = cold.scan_cold(engine.store, str(tree), RULES, now_ns=time.time_ns(), processes=2)
+    assert result is None
+    assert packed_rows(engine.store) == []
+    assert maintenance.verify(engine.store).clean

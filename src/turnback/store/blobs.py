@@ -54,10 +54,14 @@ DICT_MIN_SAMPLES = 500  # fewer files than this teach a dictionary little
 # on 1,000 files here) for contents 0.4% smaller.
 DICT_COVER_K = 1024
 DICT_COVER_D = 8
+# fastcover's acceleration: 1,000 small files of the benchmark's tree trained in 42 ms against 68 ms (accel 1), the
+# same files compressed against it no larger (-0.15%).
+DICT_COVER_ACCEL = 4
 DICT_LOOK_AGAIN_S = 10.0
 
 
 PACKS_DIR = "packs"
+PACK_WRITE_BYTES = 1 << 20
 PACK_IDLE_S = 3600  # a pack written to within this long may belong to a first snapshot still running
 _PACK_NAME = re.compile(r"[0-9a-f]{32}\.pack")
 _PACK_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -70,21 +74,43 @@ def is_pack_name(name: str) -> bool:
 
 
 class PackWriter:
-    """One worker's pack file, made in *folder* (a private folder of the store) on the first ``append``: sealed
-    blobs one after the other, nothing else (the rows that name them say where each starts and how long it is).
+    """One worker's pack file, made in *folder* (a private folder of the store) on the first write: sealed blobs
+    one after the other, nothing else (the rows that name them say where each starts and how long it is).
 
-    ``sync`` makes all appended durable, the file and its name; only then may rows naming them be stored.
+    ``append`` gathers sealed blobs and writes them ``PACK_WRITE_BYTES`` at a time (a write per blob was a system
+    call per file of a first snapshot); ``flush`` writes what it gathered, and ``sync_written`` makes all written
+    durable, the file and its name: only then may rows naming them be stored. ``sync_written`` may run in another
+    thread while this one appends (it touches nothing ``append`` and ``flush`` change).
     """
 
     def __init__(self, folder: str):
         self._folder = folder
         self.name = f"{os.urandom(16).hex()}.pack"
         self._fd = -1
-        self.size = 0
+        self.size = 0  # bytes appended, written or gathered
+        self._gathered = bytearray()
         self._named = False  # the folder synced since the file was made
 
     def append(self, sealed: bytes) -> int:
-        """Write *sealed* at the end of the pack; where it starts."""
+        """Add *sealed* at the end of the pack; where it starts."""
+        at = self.size
+        self.size += len(sealed)
+        if len(sealed) >= PACK_WRITE_BYTES:  # a large chunk written as it is, not copied in first
+            self.flush()
+            self._write(sealed)
+            return at
+        self._gathered += sealed
+        if len(self._gathered) >= PACK_WRITE_BYTES:
+            self.flush()
+        return at
+
+    def flush(self) -> None:
+        """Write what ``append`` gathered."""
+        if self._gathered:
+            self._write(self._gathered)
+            self._gathered.clear()
+
+    def _write(self, data: bytes | bytearray) -> None:
         if self._fd < 0:
             folder = os.open(self._folder, _DIR_FLAGS)
             try:
@@ -93,14 +119,14 @@ class PackWriter:
                 )
             finally:
                 os.close(folder)
-        at = self.size
-        view = memoryview(sealed)
-        while view:
-            view = view[STEPS.write(self._fd, view) :]
-        self.size += len(sealed)
-        return at
+        written = 0
+        with memoryview(data) as whole:  # every view released before the caller clears *data*: a view pins its size
+            while written < len(whole):
+                with whole[written:] as rest:
+                    written += STEPS.write(self._fd, rest)
 
-    def sync(self) -> None:
+    def sync_written(self) -> None:
+        """Make what was written (``flush``) durable: the file, and once the folder that names it."""
         if self._fd < 0:
             return
         STEPS.fsync(self._fd)
@@ -113,6 +139,8 @@ class PackWriter:
             self._named = True
 
     def close(self) -> None:
+        """Close the file; what was gathered and not flushed is dropped (no row names it)."""
+        self._gathered.clear()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -191,7 +219,9 @@ class BlobStore:
         if self.has_dictionary() or len(small) < DICT_MIN_SAMPLES:
             return False
         try:
-            raw = zstandard.train_dictionary(DICT_BYTES, small, k=DICT_COVER_K, d=DICT_COVER_D).as_bytes()
+            raw = zstandard.train_dictionary(
+                DICT_BYTES, small, k=DICT_COVER_K, d=DICT_COVER_D, accel=DICT_COVER_ACCEL
+            ).as_bytes()
         except zstandard.ZstdError:
             return False  # samples zstd can learn nothing from
         self._db.execute(

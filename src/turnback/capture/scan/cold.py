@@ -4,10 +4,10 @@ The process that scans walks the top of the tree itself, storing what it meets t
 train the store's dictionary), down to ``SPLIT_UNITS`` folders; then forked processes, one per CPU, take those
 folders one at a time and walk each as ``Scanner`` does, reading, hashing, compressing and sealing every file
 (``BlobBackend.seal_chunks``: no database asked). Where the store keeps packs, each worker writes the sealed
-bytes into a pack file of its own and sends, once every ``PACK_SYNC_BYTES`` it synced, the rows naming them;
-else it sends the sealed rows themselves. It sends each folder's entries once it is walked, on the same pipe;
-the scanning process, the only one that writes, stores the rows one transaction per batch (``BatchedWriter``)
-and puts the entries together.
+bytes into a pack file of its own and sends, once every ``PACK_SYNC_BYTES`` a thread of it has synced, the rows
+naming them; else it sends the sealed rows themselves. It sends each folder's entries once it is walked, on the
+same pipe; the scanning process, the only one that writes, stores the rows one transaction per batch
+(``BatchedWriter``) and puts the entries together.
 
 A worker that fails (killed, or an error it cannot answer) makes the whole scan run again in one process, which
 then meets the error where it is; what the workers sealed and the parent stored stays (the same ids).
@@ -20,6 +20,7 @@ import marshal
 import os
 import selectors
 import struct
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, BinaryIO
 
@@ -43,6 +44,29 @@ PACK_SYNC_BYTES = 8 << 20
 # bytes, then the sealed contents as they are (a 4 MiB chunk not copied twice more, into marshal's bytes and a frame).
 _FRAME = struct.Struct("<II")
 _ROWS, _FOLDER, _PACKED = 0, 1, 2  # what a message holds: sealed rows, a folder walked, or rows of a pack
+
+
+class _PackSync(threading.Thread):
+    """A worker's pack synced in a thread of its own (the worker goes on sealing meanwhile), and the message of the
+    rows naming what it makes durable, sent once it is done."""
+
+    def __init__(self, pack: PackWriter, message: tuple[Any, ...]):
+        super().__init__(name="turnback-pack-sync", daemon=True)
+        self._pack = pack
+        self.message = message
+        self._error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            self._pack.sync_written()
+        except BaseException as exc:  # raised in the worker's own thread, by wait
+            self._error = exc
+
+    def wait(self) -> None:
+        self.join()
+        if self._error is not None:
+            raise self._error
 
 
 class _SealingScanner(Scanner):
@@ -72,6 +96,7 @@ class _SealingScanner(Scanner):
         self._pack = PackWriter(blobs.packs) if blobs.packs is not None else None
         self._packed: list[tuple[bytes, int, int, int, str, int]] = []
         self._unsynced = 0  # bytes appended to the pack since its last sync
+        self._syncing: _PackSync | None = None
 
     def _seal(self, chunks: Iterable[bytes]) -> tuple[BlobId, int]:
         stored = self._blobs.seal_chunks(chunks, self._hold)
@@ -108,13 +133,26 @@ class _SealingScanner(Scanner):
         self._send((_ROWS, rows, self._contents, self._content_bytes), [row.sealed for row in self._rows])
         self._rows, self._row_bytes, self._contents, self._content_bytes = [], 0, 0, 0
 
-    def _send_packed(self) -> None:
-        """Sync the pack, then send the rows naming what it now holds (never a row whose bytes could be lost)."""
+    def _send_packed(self, *, last: bool = False) -> None:
+        """Sync what the pack holds, and send the rows naming it once that is done (never a row whose bytes could
+        be lost). The sync runs in a thread while this worker goes on sealing; the rows of the one before are sent
+        first, once it is done. *last*: this one's rows too are sent before it returns."""
+        self._send_synced()
         if self._pack is None or not self._packed:
             return
-        self._pack.sync()
-        self._send((_PACKED, self._packed, self._contents, self._content_bytes))
+        self._pack.flush()
+        message = (_PACKED, self._packed, self._contents, self._content_bytes)
         self._packed, self._unsynced, self._contents, self._content_bytes = [], 0, 0, 0
+        self._syncing = _PackSync(self._pack, message)
+        if last:
+            self._send_synced()
+
+    def _send_synced(self) -> None:
+        """Wait for the sync under way (raising what it raised), then send the rows it made durable."""
+        if self._syncing is not None:
+            syncing, self._syncing = self._syncing, None
+            syncing.wait()
+            self._send(syncing.message)
 
     def walk_unit(self, fd: int, prefix: str) -> None:
         """Walk one folder the parent handed out, and send all it found: the sealed rows before the entries naming
@@ -133,8 +171,10 @@ class _SealingScanner(Scanner):
         self._out = out
         try:
             take_units(queue, units, self.walk_unit)
-            self._send_packed()
+            self._send_packed(last=True)
         finally:
+            if self._syncing is not None:
+                self._syncing.join()  # (what it raised is moot: the worker fails) before the pack's file is closed
             if self._pack is not None:
                 self._pack.close()
 
