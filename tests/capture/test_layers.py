@@ -132,3 +132,29 @@ def test_rescans_of_a_layered_cache_match_full_scans(engine: turnback.Engine, tm
     assert dict(previous) == kept
     again = rescan_tree(store, str(root), RULES, result.snapshot, {"moved/b/two.txt": False}, now_ns=time.time_ns())
     assert again is not None and dict(again.snapshot) == dict(result.snapshot)
+
+
+def test_a_full_cache_of_several_parts_reads_back_as_it_was_saved() -> None:
+    """A full cache is encoded a part of entries at a time: one of more entries than a part (every kind of
+    field, paths beyond ASCII) reads back as the same paths, in the same order, with the same entries."""
+    rng = random.Random(31)
+    snapshot = {}
+    for n in range(encoding._ENCODE_PART * 2 + 17):
+        kind = rng.choice(["file", "dir", "symlink", "uncovered"])
+        snapshot[f"dossier-{n % 97}/fichier-é{n}.txt"] = Entry(
+            kind,  # type: ignore[arg-type]
+            rng.randrange(1 << 40),
+            time.time_ns() - rng.randrange(1 << 50),
+            time.time_ns(),
+            rng.randrange(1 << 62),
+            0o100644 if kind == "file" else 0o40755,
+            rng.randbytes(32) if kind == "file" else None,
+            "git:" + rng.randbytes(20).hex() if kind == "symlink" else None,
+            '{"code": "special_file"}' if kind == "uncovered" else None,
+            rng.random() < 0.1,
+            rng.random() < 0.1,
+        )
+    decoded = encoding.decode_snapshot(encode_snapshot(snapshot))
+    assert decoded is not None
+    assert list(decoded) == list(snapshot)
+    assert decoded == snapshot

@@ -75,7 +75,8 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
         for items in lists:
             compressor.write(_LIST + _COUNT.pack(len(snapshot)))
             while part := list(itertools.islice(items, _ENCODE_PART)):
-                compressor.write(b"".join([marshal.dumps(item, MARSHAL_VERSION) for item in part]))
+                # (one call for the part: the list's bytes less its own start are its items' one after another)
+                compressor.write(memoryview(marshal.dumps(part, MARSHAL_VERSION))[len(_LIST) + _COUNT.size :])
     return out.getvalue()  # (the buffer itself, not a copy: nothing else refers to it)
 
 
