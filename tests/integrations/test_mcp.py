@@ -292,6 +292,29 @@ def test_run_command_gets_no_key_store_or_relay_setting(home: Path, project: Pat
     assert TEST_KEY not in environment and str(home) not in environment, environment
 
 
+def test_the_first_run_command_on_a_large_plain_folder_is_split_over_processes(home: Path, tmp_path: Path) -> None:
+    """The server runs its tools in threads, so it forks no scan workers itself: the first snapshot of a plain
+    folder of 20,000 paths is taken by a helper process, split over two workers (they keep their copies in
+    packs, which a scan in one process never makes), and the command's change is recorded as usual."""
+    project = tmp_path / "large"
+    for n in range(300):  # more folders than the 256 units a first snapshot hands out to its workers
+        folder = project / f"part{n:03}"
+        folder.mkdir(parents=True)
+        for m in range(67):
+            (folder / f"f{m}.txt").write_bytes(f"{n}/{m}\n".encode())
+
+    async def body(session: ClientSession) -> str:
+        return await ok(session, "run_command", command="echo made > part000/new.txt")
+
+    env = cli_env(home, {"TURNBACK_SCAN_PROCESSES": "2"})
+    serve(home, project, tmp_path / "server.err", body, env=env)
+    assert (project / "part000" / "new.txt").read_bytes() == b"made\n"
+    packs = home / "packs"
+    assert packs.is_dir() and any(packs.iterdir()), "the first snapshot was read in one process"
+    log = run_cli(home, "log", "--json", cwd=project)
+    assert log.rc == 0 and "part000/new.txt" in log.out, log
+
+
 def test_run_command_refuses_a_cwd_that_is_a_link_out_of_the_root(home: Path, project: Path, tmp_path: Path) -> None:
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()

@@ -45,6 +45,7 @@ from turnback.capture.holds import BlobHold
 from turnback.capture.reach import spelled
 from turnback.capture.scan import (
     DICT_SAMPLES,
+    SPLIT_MIN_ENTRIES,
     Entry,
     Layered,
     ScanRules,
@@ -58,10 +59,12 @@ from turnback.capture.scan import (
     encode_snapshot_delta,
     flat,
     folder_fingerprint,
+    holds_at_least,
     load_snapshot,
     remember_snapshot,
     rescan_tree,
     scan_tree,
+    split_only_elsewhere,
     stored_snapshot,
     trim_heap,
 )
@@ -188,21 +191,27 @@ class PendingScan(NamedTuple):
             spawn_helper(store, ["_adopt", self.project.id], cwd=self.project.root)  # copied in, in the background
 
 
-def scan_project(store: StoreBackend, project: Project, rules: ScanRules) -> ProjectScan:
-    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed)."""
-    with scan_pending(store, project, rules) as pending:
+def scan_project(store: StoreBackend, project: Project, rules: ScanRules, *, elsewhere: bool = True) -> ProjectScan:
+    """Scan the project against its stat cache, and keep the result as the new cache (unless nothing changed).
+    *elsewhere*: as ``scan_pending``'s."""
+    with scan_pending(store, project, rules, elsewhere=elsewhere) as pending:
         scanned = pending.keep(store)
     pending.adopt(store)
     return scanned
 
 
-def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> PendingScan:
+def scan_pending(store: StoreBackend, project: Project, rules: ScanRules, *, elsewhere: bool = True) -> PendingScan:
     """Scan the project against its stat cache (for the caller to keep: ``PendingScan.keep``).
 
     When the project's watcher knows what changed since the cache was taken,
-    only those paths are visited; otherwise every path is.
+    only those paths are visited; otherwise every path is. A large plain
+    folder's first snapshot is taken by a process of its own where this one
+    cannot split it (``first_snapshot_elsewhere``; not with *elsewhere* false),
+    and this scan is then one against the cache that process kept.
     """
     cached = store.latest_snapshot(project.id, data=False)  # read on a miss only: the process may hold it decoded
+    if cached is None and elsewhere and first_snapshot_elsewhere(store, project):
+        cached = store.latest_snapshot(project.id, data=False)
     stored = load_snapshot(store, cached.id) if cached else None
     answer = watcher.ask(store.home, project.id, cached.watch_token if cached else None)
     now_ns = time.time_ns()
@@ -235,6 +244,21 @@ def scan_pending(store: StoreBackend, project: Project, rules: ScanRules) -> Pen
                 touched = set(itertools.compress(now.keys(), kept)) | (previous.keys() - now.keys())
         touched = {path for path in touched if result.snapshot.get(path) != was.get(path)}
     return PendingScan(project, result.snapshot, token, cached, stored, touched, hold)
+
+
+def first_snapshot_elsewhere(store: StoreBackend, project: Project) -> bool:
+    """Have a helper process (``turnback _first_snapshot``) take the project's first snapshot, when this process
+    would read every file itself where a process of its own splits the reading over the CPUs: other threads run
+    here (the MCP server's, ``turnback serve``'s, the TUI's), so it cannot fork scan workers. Only for a plain
+    folder of ``SPLIT_MIN_ENTRIES`` paths or more: a git checkout's first snapshot reads little (git's objects
+    stand for its files), and a small tree takes less than a new process's start. Whether the helper kept a stat
+    cache (else the caller scans here, as it would have)."""
+    if not split_only_elsewhere() or gitindex.git_dir_of(project.root) is not None:
+        return False
+    if not holds_at_least(project.root, SPLIT_MIN_ENTRIES):
+        return False
+    helper = spawn_helper(store, ["_first_snapshot", project.id], cwd=project.root)
+    return helper.wait() == 0 and store.latest_snapshot(project.id, data=False) is not None
 
 
 def _save_cache(
@@ -745,6 +769,7 @@ __all__ = [
     "adopt_git_objects",
     "copy_git_objects",
     "finish_call",
+    "first_snapshot_elsewhere",
     "is_inside",
     "load_call_before",
     "named_outside_paths",

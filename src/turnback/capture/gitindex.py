@@ -70,7 +70,8 @@ class GitIndex(NamedTuple):
         return _decoded(raw) if raw is not None else None
 
 
-def _git_dir_of(root: str) -> str | None:
+def git_dir_of(root: str) -> str | None:
+    """The git dir of the work tree whose top is *root* (its ``.git``, or where a ``.git`` file points)."""
     dot_git = os.path.join(root, ".git")
     try:
         st = os.lstat(dot_git)
@@ -163,7 +164,7 @@ def _parse(data: bytes) -> tuple[dict[str, bytes], set[bytes]]:
 
 def read_index(root: str) -> GitIndex | None:
     """The index of the git work tree whose top is *root*, when its objects can stand for the files."""
-    gdir = _git_dir_of(root)
+    gdir = git_dir_of(root)
     if gdir is None:
         return None
     try:
@@ -229,7 +230,7 @@ def read_objects(root: str, oids: Iterable[str]) -> Iterator[tuple[str, bytes | 
     wanted = list(dict.fromkeys(oids))
     if not wanted:
         return
-    gdir = _git_dir_of(root)
+    gdir = git_dir_of(root)
     if gdir is None:
         for oid in wanted:
             yield oid, None

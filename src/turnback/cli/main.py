@@ -108,6 +108,7 @@ COMMANDS: dict[str, ModuleType] = {
     "_job": runner,
     "_watch": runner,
     "_adopt": runner,
+    "_first_snapshot": runner,
     "_watch-tree": watch,
 }
 

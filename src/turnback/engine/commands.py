@@ -522,6 +522,14 @@ class Commands:
 
         return len(commands.scan_project(self._store, project, self.scan_rules(project)).snapshot)
 
+    def take_first_snapshot(self, project_id: ProjectId) -> int:
+        """Scan the project here for a process that cannot split its first snapshot over workers (``turnback
+        _first_snapshot``, see ``capture.commands.first_snapshot_elsewhere``); how many paths it holds."""
+        from turnback.capture import commands
+
+        project = self._store.project(project_id)
+        return len(commands.scan_project(self._store, project, self.scan_rules(project), elsewhere=False).snapshot)
+
     def adopt_git_objects(self, project_id: ProjectId) -> int:
         """Copy into the store the git objects the project's first snapshot stands on (see ``gitindex``)."""
         from turnback.capture import commands

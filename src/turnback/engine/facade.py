@@ -235,6 +235,9 @@ class _CommandVerbs:
     def adopt_git_objects(self, project_id: ProjectId) -> int:
         return self._commands.adopt_git_objects(project_id)
 
+    def take_first_snapshot(self, project_id: ProjectId) -> int:
+        return self._commands.take_first_snapshot(project_id)
+
     # -- the watcher (watcher.py) ----------------------------------------------------------
 
     def watch_start(self, project: Project) -> int:

@@ -30,8 +30,14 @@ from turnback.capture.scan.entries import Entry, EntryKind, ScanResult, ScanRule
 from turnback.capture.scan.heap import trim_heap
 from turnback.capture.scan.layers import Layered, flat
 from turnback.capture.scan.rescan import rescan_tree
-from turnback.capture.scan.split import SPLIT_MAX_PROCESSES, find_changes, scan_processes
-from turnback.capture.scan.tree import scan_tree
+from turnback.capture.scan.split import (
+    SPLIT_MAX_PROCESSES,
+    find_changes,
+    holds_at_least,
+    scan_processes,
+    split_only_elsewhere,
+)
+from turnback.capture.scan.tree import SPLIT_MIN_ENTRIES, scan_tree
 from turnback.capture.scan.walk import DICT_SAMPLES, FINE_RACY_WINDOW_NS, RACY_WINDOW_NS, folder_fingerprint
 
 __all__ = [
@@ -39,6 +45,7 @@ __all__ = [
     "FINE_RACY_WINDOW_NS",
     "RACY_WINDOW_NS",
     "SPLIT_MAX_PROCESSES",
+    "SPLIT_MIN_ENTRIES",
     "Delta",
     "Entry",
     "EntryKind",
@@ -57,11 +64,13 @@ __all__ = [
     "find_changes",
     "flat",
     "folder_fingerprint",
+    "holds_at_least",
     "load_snapshot",
     "remember_snapshot",
     "rescan_tree",
     "scan_processes",
     "scan_tree",
+    "split_only_elsewhere",
     "stored_entries",
     "stored_snapshot",
     "trim_heap",

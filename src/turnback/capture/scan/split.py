@@ -81,11 +81,38 @@ def scan_processes() -> int:
     process may run on (at most ``SPLIT_MAX_PROCESSES``); one where forking is unsafe (other threads running)."""
     if not hasattr(os, "fork") or _threads_unsafe_to_fork():
         return 1
+    return _wanted_processes()
+
+
+def split_only_elsewhere() -> bool:
+    """Whether a scan would be split over processes but for this process's other threads (an MCP server's, a web
+    server's): a process started afresh, which has none, can split it."""
+    return hasattr(os, "fork") and _wanted_processes() > 1 and _threads_unsafe_to_fork()
+
+
+def _wanted_processes() -> int:
     wanted = os.environ.get("TURNBACK_SCAN_PROCESSES", "")
     if wanted.isdigit() and int(wanted) > 0:
         return int(wanted)
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cpus, SPLIT_MAX_PROCESSES)
+
+
+def holds_at_least(root: str, count: int) -> bool:
+    """Whether the tree at *root* holds at least *count* paths (links not followed; listing stops there)."""
+    folders, found = [root], 0
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as listing:
+                for entry in listing:
+                    found += 1
+                    if found >= count:
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+        except OSError:
+            continue  # a folder it cannot list: the scan says so, this only counts
+    return False
 
 
 # Threads a forked scan process does without: a file tool's staged write (capture/calls.py) holds no lock the

@@ -1,6 +1,7 @@
 """Hidden verbs for turnback's own detached helpers: ``_job`` runs a background job, ``_watch`` waits for a
 command past its timeout (each records the command's changes when it ends); ``_adopt`` copies the git
-objects a first snapshot stands on into the store."""
+objects a first snapshot stands on into the store; ``_first_snapshot`` takes a project's first snapshot for a
+process that cannot split it over workers (an MCP or web server, which has threads)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,11 @@ def add_parser(sub: _common.Subparsers, common: argparse.ArgumentParser) -> None
     watch.add_argument("call")
     adopt = sub.add_parser("_adopt", parents=[common])
     adopt.add_argument("project")
+    first = sub.add_parser("_first_snapshot", parents=[common])
+    first.add_argument("project")
     # Not for people: keep them out of the list of commands (argparse lists every parser that has help).
-    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest not in ("_job", "_watch", "_adopt")]
+    hidden = ("_job", "_watch", "_adopt", "_first_snapshot")
+    sub._choices_actions[:] = [a for a in sub._choices_actions if a.dest not in hidden]
 
 
 def run(ctx: _common.Context, args: argparse.Namespace) -> int:
@@ -32,6 +36,8 @@ def run(ctx: _common.Context, args: argparse.Namespace) -> int:
     elif args.verb == "_adopt":
         os.nice(10)  # background work: a foreground scan or command goes first
         ctx.engine.adopt_git_objects(ProjectId(args.project))
+    elif args.verb == "_first_snapshot":
+        ctx.engine.take_first_snapshot(ProjectId(args.project))
     else:
         ctx.engine.watch_command(CallId(args.call))
     return 0
