@@ -12,7 +12,7 @@ import turnback
 from tests.conftest import TEST_KEY
 from turnback.capture.scan import DICT_SAMPLES
 from turnback.store import Store
-from turnback.store.blobs import DICT_MAX_BLOB, DICT_META_KEY, KIND_DATA, KIND_DATA_DICT
+from turnback.store.blobs import DICT_META_KEY, DICT_SAMPLE_MAX, KIND_DATA, KIND_DATA_DICT
 
 PAST_NS = 1_000_000_000 * 10**9  # 2001
 WORDS = ["def", "return", "self", "import", "value", "items", "parser", "config", "result", "error", "path"]
@@ -37,7 +37,7 @@ def open_store(home: Path) -> Store:
     return Store.open(str(home), key_secret=TEST_KEY, try_keyring=False)
 
 
-def test_small_copies_made_after_training_use_the_dictionary_and_read_back_anywhere(home: Path) -> None:
+def test_copies_made_after_training_use_the_dictionary_and_read_back_anywhere(home: Path) -> None:
     texts = samples(700)
     with open_store(home) as store:
         with store.transaction():
@@ -45,14 +45,16 @@ def test_small_copies_made_after_training_use_the_dictionary_and_read_back_anywh
             assert store.blobs.train_dictionary(texts) is True
             assert store.blobs.train_dictionary(texts) is False  # a store's dictionary never changes
             small = store.blobs.put_bytes(texts[0] + b"one more line\n")
-            large = store.blobs.put_bytes(random.Random(1).randbytes(DICT_MAX_BLOB + 1))
+            large_bytes = random.Random(1).randbytes(DICT_SAMPLE_MAX + 1)  # larger than any it was trained on
+            large = store.blobs.put_bytes(large_bytes)
     stored = kinds(home)
     assert stored[before] == KIND_DATA
     assert stored[small] == KIND_DATA_DICT
-    assert stored[large] == KIND_DATA
+    assert stored[large] == KIND_DATA_DICT
     with open_store(home) as store:  # another opening (another process would do the same) reads them all
         assert store.blobs.read_bytes(before) == b"stored before the dictionary\n"
         assert store.blobs.read_bytes(small) == texts[0] + b"one more line\n"
+        assert store.blobs.read_bytes(large) == large_bytes
         assert store.blobs.verify(large)
 
 
@@ -125,7 +127,7 @@ def _plain_project(root: Path, count: int) -> list[bytes]:
         folder = root / f"d{i % 25}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{i}.py").write_bytes(text)
-    (root / "big.bin").write_bytes(random.Random(2).randbytes(DICT_MAX_BLOB * 3))
+    (root / "big.bin").write_bytes(random.Random(2).randbytes(DICT_SAMPLE_MAX * 3))
     return texts
 
 

@@ -74,7 +74,7 @@ from turnback.model import ABSENT, BlobId, Call, CallId, CallKind, FileState, Pr
 from turnback.paths import RelPath
 from turnback.procs import process_alive
 from turnback.store.api import StoreBackend
-from turnback.store.blobs import DICT_MAX_BLOB
+from turnback.store.blobs import DICT_SAMPLE_MAX
 from turnback.store.store import CachedSnapshot
 
 WATCH_POLL_S = 0.2
@@ -313,7 +313,7 @@ def _teaching_first(
     small = 0
     for item in objects:
         held.append(item)
-        small += item[1] is not None and len(item[1]) <= DICT_MAX_BLOB
+        small += item[1] is not None and len(item[1]) <= DICT_SAMPLE_MAX
         if small >= DICT_SAMPLES:
             break
     with store.transaction():

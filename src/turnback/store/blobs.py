@@ -11,9 +11,9 @@ so a blob cannot be swapped for another.
 
 Small contents compress far better against a dictionary of what a project's
 files share (the way git's delta packs do across files): once a store has
-one (trained on a project's first files, sealed in ``meta``, never changed),
-data blobs up to ``DICT_MAX_BLOB`` are compressed with it (kind
-``KIND_DATA_DICT``). Blobs stored before it stay as they are.
+one (trained on a project's first files up to ``DICT_SAMPLE_MAX`` bytes,
+sealed in ``meta``, never changed), every data blob is compressed with it
+(kind ``KIND_DATA_DICT``). Blobs stored before it stay as they are.
 
 A plain folder's first snapshot is read by forked workers (``capture.scan.cold``): each writes the sealed
 bytes into a pack file of its own (``packs/<32 hex>.pack``, ``PackWriter``) and syncs it before the rows that
@@ -48,7 +48,10 @@ KIND_DATA_DICT = 2
 ZSTD_LEVEL = 3
 DICT_META_KEY = "zstd_dictionary"
 DICT_BYTES = 112 << 10
-DICT_MAX_BLOB = 64 << 10  # a larger content has enough of its own to compress against
+# The largest content the dictionary is trained on (a larger one teaches what its own bytes hold). Every data blob
+# is compressed against it, large ones too: on the benchmark's 50,000-file tree the contents over 64 KiB (438 of its
+# 699 MB) came to 8.5 MB less than without it (218.3 MB against 226.8 MB in all), in the same time.
+DICT_SAMPLE_MAX = 64 << 10
 DICT_MIN_SAMPLES = 500  # fewer files than this teach a dictionary little
 # zstd's cover parameters fixed rather than searched: the search costs about 5x the training (1.8 s against 0.35 s
 # on 1,000 files here) for contents 0.4% smaller.
@@ -215,7 +218,7 @@ class BlobStore:
     def train_dictionary(self, samples: list[bytes]) -> bool:
         """Give the store its dictionary, trained on *samples* (contents of one project); False when it has one
         already or the samples are too few to teach one. Call inside a transaction."""
-        small: list[bytes | bytearray | memoryview] = [s for s in samples if 0 < len(s) <= DICT_MAX_BLOB]
+        small: list[bytes | bytearray | memoryview] = [s for s in samples if 0 < len(s) <= DICT_SAMPLE_MAX]
         if self.has_dictionary() or len(small) < DICT_MIN_SAMPLES:
             return False
         try:
@@ -235,7 +238,7 @@ class BlobStore:
 
     def _seal(self, blob_id: bytes, kind: int, plain: bytes, size: int) -> SealedBlob:
         compressor = self._compressor
-        if kind == KIND_DATA and len(plain) <= DICT_MAX_BLOB and self.has_dictionary():
+        if kind == KIND_DATA and self.has_dictionary():
             assert self._dict_compressor is not None
             kind, compressor = KIND_DATA_DICT, self._dict_compressor
         return SealedBlob(blob_id, kind, size, self._crypto.seal(compressor.compress(plain), _context(blob_id, kind)))

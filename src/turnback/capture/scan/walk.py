@@ -31,7 +31,7 @@ from turnback.capture.scan.entries import Entry, EntryKind, ScanRules, Snapshot
 from turnback.catalog import Message
 from turnback.model import BlobId
 from turnback.store.api import StoreBackend
-from turnback.store.blobs import DICT_MAX_BLOB
+from turnback.store.blobs import DICT_SAMPLE_MAX
 from turnback.store.records import PackedBlob, SealedBlob
 
 RACY_WINDOW_NS = 2_000_000_000
@@ -123,7 +123,7 @@ class BatchedWriter:
             for piece in iterator:
                 pieces.append(piece)
                 size += len(piece)
-                if size > DICT_MAX_BLOB:
+                if size > DICT_SAMPLE_MAX:
                     chunks = itertools.chain(pieces, iterator)
                     break
             else:
